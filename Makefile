@@ -1,0 +1,49 @@
+# The two commands: `make run` (set up and serve) and `make test` (set up and test).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: run test setup worker browser-test chromium clean
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+
+run: setup
+	$(PY) manage.py setup_demo
+	@echo "Serving on http://127.0.0.1:$(PORT)/"
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) agentic_rag.asgi:application
+
+test: $(VENV)/.installed chromium
+	$(PY) -m pytest
+	$(MAKE) browser-test
+
+# Playwright's event loop clashes with pytest-asyncio, so browser tests run on their own.
+browser-test: $(VENV)/.installed
+	$(PY) -m pytest browser_tests -p no:asyncio
+
+# Browser tests drive Debian's Chromium, with a CJK font so Chinese text renders in
+# screenshots; install both when we can (root with apt).
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
+chromium:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -f $(CJK_FONT) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei; \
+	  else echo "Chromium or the CJK font is missing: browser tests may skip (apt-get install chromium fonts-wqy-microhei)"; fi; \
+	fi
+
+# A Celery worker for the full stack (needs REDIS_URL or CELERY_BROKER_URL).
+worker: $(VENV)/.installed
+	$(VENV)/bin/celery -A agentic_rag worker --queues default,ingestion --loglevel INFO
+
+clean:
+	rm -rf $(VENV) var/staticfiles

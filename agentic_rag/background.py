@@ -1,0 +1,72 @@
+"""Run Celery tasks where the deployment wants them, and notify websocket groups.
+
+The full stack sends tasks to a broker. The embedded default has no broker, so tasks run
+in-process on one background thread: requests never wait for them, and writes to SQLite
+stay serialised. When the ASGI server's event loop is known, that thread is started from
+the loop, so progress events published from it reach the in-memory channel layer on the
+loop its consumers listen on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from celery import Task
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import close_old_connections
+
+log = logging.getLogger(__name__)
+
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-task")
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Record the ASGI server's event loop for in-process tasks."""
+    global _server_loop
+    _server_loop = loop
+
+
+def dispatch(task: Task, *args: Any) -> None:
+    """Run `task(*args)` by the BACKGROUND_TASKS mode: celery, thread or inline."""
+    mode = settings.BACKGROUND_TASKS
+    if mode == "celery":
+        task.delay(*args)
+    elif mode == "inline":
+        _apply(task, args)
+    else:
+        _run_in_background(task, args)
+
+
+def _run_in_background(task: Task, args: tuple[Any, ...]) -> None:
+    loop = _server_loop
+    if loop is not None and loop.is_running() and not loop.is_closed():
+        runner = sync_to_async(_apply, thread_sensitive=False, executor=_executor)
+        asyncio.run_coroutine_threadsafe(runner(task, args), loop)
+    else:
+        _executor.submit(_apply, task, args)
+
+
+def _apply(task: Task, args: tuple[Any, ...]) -> None:
+    try:
+        result = task.apply(args=args)
+        if result.failed():
+            log.error("task %s%r failed: %s", task.name, args, result.traceback)
+    finally:
+        close_old_connections()
+
+
+def notify_group(group: str, message: dict[str, Any]) -> None:
+    """Send a channel-layer message to a group; a delivery failure never fails the caller."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:  # progress is best effort: the database holds the truth
+        log.warning("could not notify group %s", group, exc_info=True)

@@ -1,0 +1,123 @@
+"""A real server for the browser tests: a fresh SQLite database, daphne, in-process tasks.
+
+Run apart from the main suite (Playwright's sync API and pytest-asyncio both want the loop):
+    .venv/bin/python -m pytest browser_tests -p no:asyncio -q
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+USERNAME = "browser"
+PASSWORD = "browser-password"
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+# Ask the local server directly, whatever proxy the environment names.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Iterator[str]:
+    """Serve the app on a free port from a migrated temporary VAR_DIR; yield its base URL."""
+    var_dir = tmp_path_factory.mktemp("var")
+    env = {**os.environ, "VAR_DIR": str(var_dir), "BACKGROUND_TASKS": "thread", "DEBUG": "true"}
+    for name in ("REDIS_URL", "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+        env.pop(name, None)
+    _manage(env, "migrate", "--noinput")
+    create_user = (
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r})"
+    )
+    _manage(env, "shell", "-c", create_user)
+    port = _free_port()
+    daphne = Path(sys.executable).with_name("daphne")
+    command = [str(daphne), "-b", "127.0.0.1", "-p", str(port), "agentic_rag.asgi:application"]
+    with open(var_dir / "daphne.log", "w") as log:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_until_up(base_url, process, var_dir / "daphne.log")
+            yield base_url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS
+
+
+def _manage(env: dict[str, str], *args: str) -> None:
+    command = [sys.executable, "manage.py", *args]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if result.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_up(
+    base_url: str, process: subprocess.Popen, log: Path, timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with _DIRECT.open(f"{base_url}/login/", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    raise RuntimeError(f"daphne did not answer within {timeout}s:\n{log.read_text()}")

@@ -1,0 +1,31 @@
+"""Fixtures shared by every app's tests: alice owns a KB, bob is an outsider."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _tasks_run_inline(settings):
+    # Tests see the effects of a dispatched task at once; the full-stack tests that
+    # need a real worker switch this back to "celery" themselves.
+    settings.BACKGROUND_TASKS = "inline"
+    # Real password hashing costs ~0.3 s a user; tests need users, not key stretching.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def kb(alice):
+    from knowledge.models import KnowledgeBase
+
+    return KnowledgeBase.objects.create(slug="alice-kb", name="Alice's KB", owner=alice)

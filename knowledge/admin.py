@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from .ingest import request_reingest
+from .models import Chunk, Document, IngestionJob, KnowledgeBase
+from .tasks import enqueue_ingestion
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "owner", "visibility", "content_version", "created_at"]
+    list_filter = ["visibility"]
+    search_fields = ["slug", "name", "description"]
+    filter_horizontal = ["members"]
+    readonly_fields = ["content_version", "created_at", "updated_at"]
+
+
+class IngestionJobInline(admin.TabularInline):
+    model = IngestionJob
+    extra = 0
+    can_delete = False
+    fields = ["version", "status", "stage", "percent", "error", "timings_ms", "started_at", "finished_at"]
+    readonly_fields = fields
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ["name", "kb", "status", "version", "live_version", "chunk_count", "size", "updated_at"]
+    list_filter = ["status", "kb"]
+    search_fields = ["name"]
+    readonly_fields = [
+        "sha256", "size", "mime", "version", "live_version", "status", "progress",
+        "char_count", "parent_count", "chunk_count", "created_at", "updated_at", "ingested_at",
+    ]
+    inlines = [IngestionJobInline]
+    actions = ["reingest"]
+
+    @admin.action(description="Re-ingest selected documents")
+    def reingest(self, request, queryset) -> None:
+        for document in queryset:
+            request_reingest(document, enqueue=enqueue_ingestion)
+        self.message_user(request, f"{queryset.count()} document(s) queued.", messages.SUCCESS)
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    list_display = ["id", "document", "level", "index", "section_index", "section_title", "token_count"]
+    list_filter = ["level", "kb"]
+    search_fields = ["text", "section_title", "document__name"]
+    raw_id_fields = ["document", "parent"]
+    readonly_fields = ["sha256", "version"]

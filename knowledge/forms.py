@@ -1,0 +1,94 @@
+"""Forms of the knowledge app: what the web pages accept, validated before any domain call."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from .models import KnowledgeBase
+
+# Path segments under /kb/ that a slug may not take, so every URL stays reachable.
+RESERVED_SLUGS = frozenset({"new"})
+
+
+class KnowledgeBaseCreateForm(forms.ModelForm):
+    class Meta:
+        model = KnowledgeBase
+        fields = ["name", "slug", "description", "visibility"]
+        labels = {"slug": "Prefix (kb_prefix)"}
+        help_texts = {
+            "slug": "Lower-case letters, digits and hyphens; used in URLs and the CLI. "
+            "It cannot be changed later."
+        }
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        if slug != slug.lower():
+            raise forms.ValidationError("Use lower-case letters only.")
+        if slug in RESERVED_SLUGS:
+            raise forms.ValidationError(f"“{slug}” is reserved; choose another prefix.")
+        return slug
+
+
+class KnowledgeBaseSettingsForm(forms.ModelForm):
+    member_usernames = forms.CharField(
+        label="Members",
+        required=False,
+        help_text="Usernames separated by commas or spaces. Members may read and upload "
+        "when the visibility is not private.",
+    )
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["name", "description", "visibility"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and not self.is_bound:
+            names = self.instance.members.order_by("username").values_list("username", flat=True)
+            self.initial["member_usernames"] = ", ".join(names)
+
+    def clean_member_usernames(self) -> list:
+        raw = self.cleaned_data["member_usernames"]
+        names = list(dict.fromkeys(name for name in re.split(r"[\s,]+", raw) if name))
+        users = list(get_user_model().objects.filter(username__in=names))
+        unknown = sorted(set(names) - {user.username for user in users})
+        if unknown:
+            raise forms.ValidationError(f"No such user: {', '.join(unknown)}.")
+        return [user for user in users if user.pk != self.instance.owner_id]
+
+    def save(self, commit: bool = True) -> KnowledgeBase:
+        kb = super().save(commit=commit)
+        if commit:
+            kb.members.set(self.cleaned_data["member_usernames"])
+        return kb
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """A file field that takes several files at once (the pattern from Django's docs)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"multiple": True}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None) -> list:
+        clean_one = super().clean
+        if isinstance(data, list | tuple) and data:
+            return [clean_one(item, initial) for item in data]
+        # An empty selection arrives as []: clean None so `required` applies.
+        return [clean_one(data or None, initial)]
+
+
+class UploadForm(forms.Form):
+    # allow_empty_file: an empty file is reported per file by check_upload, not as a form error.
+    files = MultipleFileField(
+        allow_empty_file=True, error_messages={"required": "Choose at least one file."}
+    )

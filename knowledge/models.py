@@ -1,0 +1,235 @@
+"""Knowledge bases, their documents and the parent/child chunks retrieval reads."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+
+
+class Visibility(models.TextChoices):
+    PRIVATE = "private", "Private (owner only)"
+    SHARED = "shared", "Shared (owner and members)"
+    PUBLIC = "public", "Public (every signed-in user)"
+
+
+class KnowledgeBaseQuerySet(models.QuerySet):
+    def readable_by(self, user) -> KnowledgeBaseQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        shared = Q(visibility=Visibility.SHARED, members=user)
+        return self.filter(Q(owner=user) | shared | Q(visibility=Visibility.PUBLIC)).distinct()
+
+    def writable_by(self, user) -> KnowledgeBaseQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        member = Q(members=user) & ~Q(visibility=Visibility.PRIVATE)
+        return self.filter(Q(owner=user) | member).distinct()
+
+
+class KnowledgeBase(models.Model):
+    slug = models.SlugField("kb_prefix", max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.CASCADE, related_name="owned_knowledge_bases"
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="knowledge_bases"
+    )
+    visibility = models.CharField(
+        max_length=16, choices=Visibility.choices, default=Visibility.PRIVATE
+    )
+    # Bumped on every change to the KB's live chunks, so caches and in-process indexes
+    # in any process can tell they are stale.
+    content_version = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = KnowledgeBaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def kb_prefix(self) -> str:
+        return self.slug
+
+    def get_absolute_url(self) -> str:
+        return reverse("knowledge-detail", args=[self.slug])
+
+    def is_writable_by(self, user) -> bool:
+        return KnowledgeBase.objects.writable_by(user).filter(pk=self.pk).exists()
+
+    def document_counts(self) -> dict[str, int]:
+        """Count documents by state, with their characters and child chunks."""
+        return self.documents.aggregate(
+            documents=Count("pk"),
+            ready=Count("pk", filter=Q(status=DocumentStatus.READY)),
+            in_progress=Count("pk", filter=Q(status__in=IN_PROGRESS)),
+            failed=Count("pk", filter=Q(status=DocumentStatus.FAILED)),
+            characters=Coalesce(Sum("char_count"), 0),
+            chunks=Coalesce(Sum("chunk_count"), 0),
+        )
+
+    def bump_content_version(self) -> None:
+        KnowledgeBase.objects.filter(pk=self.pk).update(content_version=F("content_version") + 1)
+
+
+class DocumentStatus(models.TextChoices):
+    PENDING = "pending"
+    PARSING = "parsing"
+    CHUNKING = "chunking"
+    EMBEDDING = "embedding"
+    INDEXING = "indexing"
+    READY = "ready"
+    FAILED = "failed"
+
+
+IN_PROGRESS = (
+    DocumentStatus.PENDING,
+    DocumentStatus.PARSING,
+    DocumentStatus.CHUNKING,
+    DocumentStatus.EMBEDDING,
+    DocumentStatus.INDEXING,
+)
+
+
+class Document(models.Model):
+    kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="documents")
+    name = models.CharField(max_length=255, help_text="File name, unique in its knowledge base.")
+    source = models.CharField(max_length=1000, blank=True, help_text="Where the file came from.")
+    mime = models.CharField(max_length=100, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64)
+    # `version` is the newest accepted content; `live_version` is the one whose chunks
+    # serve retrieval. They differ while a new version is being ingested.
+    version = models.PositiveIntegerField(default=1)
+    live_version = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=16, choices=DocumentStatus.choices, default=DocumentStatus.PENDING
+    )
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    char_count = models.PositiveIntegerField(default=0)
+    parent_count = models.PositiveIntegerField(default=0)
+    chunk_count = models.PositiveIntegerField(default=0, help_text="Child chunks.")
+    metadata = models.JSONField(default=dict, blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ingested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "name"], name="document_unique_name_per_kb"),
+            models.UniqueConstraint(fields=["kb", "sha256"], name="document_unique_sha256_per_kb"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("document-detail", args=[self.kb.slug, self.pk])
+
+    @property
+    def is_in_progress(self) -> bool:
+        return self.status in IN_PROGRESS
+
+    @property
+    def is_live(self) -> bool:
+        return self.live_version > 0
+
+
+class DocumentFile(models.Model):
+    """The bytes of a document's newest version, kept in the database so any worker can read them."""
+
+    document = models.OneToOneField(
+        Document, models.CASCADE, primary_key=True, related_name="file"
+    )
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"file of {self.document_id}"
+
+
+class ChunkQuerySet(models.QuerySet):
+    def for_kb(self, kb: KnowledgeBase) -> ChunkQuerySet:
+        return self.filter(kb=kb)
+
+    def live(self) -> ChunkQuerySet:
+        return self.filter(version=F("document__live_version"))
+
+    def parents(self) -> ChunkQuerySet:
+        return self.filter(level=Chunk.PARENT)
+
+    def children(self) -> ChunkQuerySet:
+        return self.filter(level=Chunk.CHILD)
+
+
+class Chunk(models.Model):
+    PARENT = 0
+    CHILD = 1
+    LEVELS = [(PARENT, "parent"), (CHILD, "child")]
+
+    kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, models.CASCADE, related_name="chunks")
+    version = models.PositiveIntegerField(help_text="The document version this chunk belongs to.")
+    parent = models.ForeignKey(
+        "self", models.CASCADE, null=True, blank=True, related_name="children"
+    )
+    level = models.PositiveSmallIntegerField(choices=LEVELS)
+    index = models.PositiveIntegerField(help_text="Order within the document, per level.")
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    section_index = models.CharField(max_length=32, blank=True)
+    section_title = models.CharField(max_length=500, blank=True)
+    chapter_level_1 = models.CharField(max_length=500, blank=True)
+    chapter_level_2 = models.CharField(max_length=500, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    sha256 = models.CharField(max_length=64)
+
+    objects = ChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["document_id", "level", "index"]
+        indexes = [
+            models.Index(fields=["document", "version", "level", "index"]),
+            models.Index(fields=["kb", "level"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}:{self.get_level_display()}:{self.index}"
+
+
+class IngestionJob(models.Model):
+    """One run of the ingestion pipeline over one document version, with its stage timings."""
+
+    document = models.ForeignKey(Document, models.CASCADE, related_name="jobs")
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=DocumentStatus.choices)
+    stage = models.CharField(max_length=32, blank=True)
+    percent = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    timings_ms = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} for {self.document_id} v{self.version}: {self.status}"

@@ -1,0 +1,187 @@
+"""Pages of the knowledge app: knowledge bases, their documents, upload, delete, re-ingest."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, TooManyFilesSent
+from django.core.files.uploadedfile import UploadedFile
+from django.db.models import Count, Prefetch, Q, Sum
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .forms import KnowledgeBaseCreateForm, KnowledgeBaseSettingsForm, UploadForm
+from .ingest import SubmitOutcome, check_upload, delete_document, request_reingest, submit_document
+from .models import Chunk, Document, DocumentStatus, KnowledgeBase
+from .parsing import SUPPORTED_EXTENSIONS
+from .tasks import enqueue_ingestion
+
+DETAIL = "knowledge/kb_detail.html"
+
+
+def _get_kb_for_user(request: HttpRequest, slug: str) -> KnowledgeBase:
+    """Return a KB the user may read; 404 for any other, so existence never leaks."""
+    return get_object_or_404(KnowledgeBase.objects.readable_by(request.user), slug=slug)
+
+
+def _get_rw_kb_for_user(request: HttpRequest, slug: str) -> KnowledgeBase:
+    kb = _get_kb_for_user(request, slug)
+    if not kb.is_writable_by(request.user):
+        raise PermissionDenied  # a reader already knows the KB exists
+    return kb
+
+
+def _get_owned_kb_for_user(request: HttpRequest, slug: str) -> KnowledgeBase:
+    kb = _get_kb_for_user(request, slug)
+    if kb.owner_id != request.user.pk and not request.user.is_superuser:
+        raise PermissionDenied
+    return kb
+
+
+def _get_document_for_user(request, slug: str, pk: int, *, write: bool = False) -> Document:
+    kb = _get_rw_kb_for_user(request, slug) if write else _get_kb_for_user(request, slug)
+    return get_object_or_404(kb.documents.select_related("kb"), pk=pk)
+
+
+def _detail_context(request: HttpRequest, kb: KnowledgeBase, **extra) -> dict:
+    return {
+        "kb": kb,
+        "counts": kb.document_counts(),
+        "documents": kb.documents.all(),
+        "can_write": kb.is_writable_by(request.user),
+        "is_owner": kb.owner_id == request.user.pk or request.user.is_superuser,
+        "accept": ",".join(sorted(SUPPORTED_EXTENSIONS)),
+        "max_upload_mb": settings.MAX_UPLOAD_MB,
+        "max_upload_files": settings.DATA_UPLOAD_MAX_NUMBER_FILES,
+        "form": UploadForm(),
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def knowledge_list(request: HttpRequest) -> HttpResponse:
+    # Annotate outside readable_by(): its members join would multiply the counted rows.
+    readable = KnowledgeBase.objects.readable_by(request.user).values("pk")
+    kbs = (
+        KnowledgeBase.objects.filter(pk__in=readable)
+        .select_related("owner")
+        .annotate(
+            document_count=Count("documents"),
+            ready_count=Count("documents", filter=Q(documents__status=DocumentStatus.READY)),
+            chunk_count=Coalesce(Sum("documents__chunk_count"), 0),
+        )
+    )
+    return render(request, "knowledge/kb_list.html", {"kbs": kbs})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def knowledge_create(request: HttpRequest) -> HttpResponse:
+    kb = KnowledgeBase(owner=request.user)
+    form = KnowledgeBaseCreateForm(request.POST or None, instance=kb)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Created knowledge base “{kb.name}”.")
+        return redirect(kb)
+    return render(request, "knowledge/kb_form.html", {"form": form, "kb": None})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def knowledge_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    kb = _get_owned_kb_for_user(request, slug)
+    form = KnowledgeBaseSettingsForm(request.POST or None, instance=kb)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Settings saved.")
+        return redirect(kb)
+    return render(request, "knowledge/kb_form.html", {"form": form, "kb": kb})
+
+
+@login_required
+@require_GET
+def knowledge_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    kb = _get_kb_for_user(request, slug)
+    return render(request, DETAIL, _detail_context(request, kb))
+
+
+# The CSRF check runs in _submit_upload, after the body is parsed: Django refuses a body
+# with more than DATA_UPLOAD_MAX_NUMBER_FILES files while parsing it (in the CSRF
+# middleware, as a bare 400), and the person uploading should read why instead.
+@csrf_exempt
+@login_required
+@require_POST
+def knowledge_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    kb = _get_rw_kb_for_user(request, slug)
+    try:
+        form = UploadForm(request.POST, request.FILES)
+    except TooManyFilesSent:
+        # Nothing is read or written on this path, so it needs no CSRF check.
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        error = f"Too many files in one upload: at most {limit} at a time. Nothing was uploaded."
+        return _render_upload(request, kb, [], error=error)
+    return _submit_upload(request, kb, form)
+
+
+@csrf_protect
+def _submit_upload(request: HttpRequest, kb: KnowledgeBase, form: UploadForm) -> HttpResponse:
+    if not form.is_valid():
+        return _render_upload(request, kb, [], error=" ".join(form.errors["files"]))
+    outcomes = [_submit_file(kb, upload, request.user) for upload in form.cleaned_data["files"]]
+    return _render_upload(request, kb, outcomes)
+
+
+def _submit_file(kb: KnowledgeBase, upload: UploadedFile, user) -> SubmitOutcome:
+    # Refuse by the declared size first, so an oversize file is never read into memory.
+    error = check_upload(upload.name, upload.size)
+    if error:
+        return SubmitOutcome(upload.name, "rejected", error)
+    return submit_document(kb, upload.name, upload.read(), enqueue=enqueue_ingestion, user=user)
+
+
+def _render_upload(request, kb, outcomes: list[SubmitOutcome], *, error: str = "") -> HttpResponse:
+    context = _detail_context(request, kb, outcomes=outcomes, upload_error=error)
+    if request.htmx:
+        return render(request, f"{DETAIL}#upload-response", context)
+    return render(request, DETAIL, context)
+
+
+@login_required
+@require_GET
+def document_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    document = _get_document_for_user(request, slug, pk)
+    children = Prefetch("children", queryset=Chunk.objects.order_by("index"))
+    parents = Chunk.objects.live().parents().filter(document=document)
+    context = {
+        "kb": document.kb,
+        "document": document,
+        "parents": parents.order_by("index").prefetch_related(children),
+        "can_write": document.kb.is_writable_by(request.user),
+    }
+    return render(request, "knowledge/document_detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def document_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    document = _get_document_for_user(request, slug, pk, write=True)
+    if request.method == "POST":
+        delete_document(document)
+        messages.success(request, f"Deleted “{document.name}” and its chunks.")
+        return redirect(document.kb)
+    context = {"kb": document.kb, "document": document}
+    return render(request, "knowledge/document_confirm_delete.html", context)
+
+
+@login_required
+@require_POST
+def document_reingest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    document = _get_document_for_user(request, slug, pk, write=True)
+    request_reingest(document, enqueue=enqueue_ingestion)
+    messages.info(request, f"Re-ingesting “{document.name}”; its progress shows below.")
+    return redirect(document.kb)

@@ -1,0 +1,59 @@
+// The only hand-written JS: the theme toggle and drag-and-drop into the upload input.
+// htmx does everything else. Loaded in <head> so the theme applies before the first paint.
+(function () {
+  "use strict";
+  var root = document.documentElement;
+
+  function savedTheme() {
+    try {
+      return localStorage.getItem("theme");
+    } catch (error) {
+      return null; // storage disabled: follow the system
+    }
+  }
+
+  var saved = savedTheme();
+  var systemDark = window.matchMedia("(prefers-color-scheme: dark)").matches;
+  root.dataset.theme = saved === "light" || saved === "dark" ? saved : systemDark ? "dark" : "light";
+
+  document.addEventListener("click", function (event) {
+    if (!(event.target instanceof Element) || !event.target.closest("[data-theme-toggle]")) return;
+    root.dataset.theme = root.dataset.theme === "dark" ? "light" : "dark";
+    try {
+      localStorage.setItem("theme", root.dataset.theme);
+    } catch (error) {
+      // the choice lasts for this page only
+    }
+  });
+
+  function dropzoneOf(event) {
+    return event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
+  }
+
+  // Files dropped on a page with a drop zone never make the browser navigate to them.
+  ["dragenter", "dragover"].forEach(function (type) {
+    document.addEventListener(type, function (event) {
+      if (!document.querySelector("[data-dropzone]")) return;
+      event.preventDefault();
+      var zone = dropzoneOf(event);
+      if (zone) zone.classList.add("is-dragover");
+    });
+  });
+
+  document.addEventListener("dragleave", function (event) {
+    var zone = dropzoneOf(event);
+    if (zone && !zone.contains(event.relatedTarget)) zone.classList.remove("is-dragover");
+  });
+
+  document.addEventListener("drop", function (event) {
+    if (!document.querySelector("[data-dropzone]")) return;
+    event.preventDefault();
+    var zone = dropzoneOf(event);
+    if (!zone || !event.dataTransfer.files.length) return;
+    zone.classList.remove("is-dragover");
+    var input = zone.querySelector("input[type=file]");
+    input.files = event.dataTransfer.files;
+    // The form's hx-trigger includes "change": htmx posts the files.
+    input.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+})();
