@@ -46,17 +46,22 @@ def dispatch(task: Task, *args: Any) -> None:
 def _run_in_background(task: Task, args: tuple[Any, ...]) -> None:
     loop = _server_loop
     if loop is not None and loop.is_running() and not loop.is_closed():
-        runner = sync_to_async(_apply, thread_sensitive=False, executor=_executor)
+        runner = sync_to_async(_apply_in_background, thread_sensitive=False, executor=_executor)
         asyncio.run_coroutine_threadsafe(runner(task, args), loop)
     else:
-        _executor.submit(_apply, task, args)
+        _executor.submit(_apply_in_background, task, args)
 
 
 def _apply(task: Task, args: tuple[Any, ...]) -> None:
+    result = task.apply(args=args)
+    if result.failed():
+        log.error("task %s%r failed: %s", task.name, args, result.traceback)
+
+
+def _apply_in_background(task: Task, args: tuple[Any, ...]) -> None:
+    # The background thread owns its connections; inline, they are the caller's.
     try:
-        result = task.apply(args=args)
-        if result.failed():
-            log.error("task %s%r failed: %s", task.name, args, result.traceback)
+        _apply(task, args)
     finally:
         close_old_connections()
 
