@@ -12,6 +12,21 @@ def _tasks_run_inline(settings):
     settings.BACKGROUND_TASKS = "inline"
     # Real password hashing costs ~0.3 s a user; tests need users, not key stretching.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # The dependency-free embedder keeps ingestion in tests fast; tests of the real
+    # models ask for them by name.
+    settings.EMBEDDER = "hashing-1024"
+    settings.EMBEDDER_UPGRADE = ""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_search_backend():
+    # The embedded backend caches indexes by KB id and content_version; test databases
+    # reuse both after each rollback, so each test gets its own backend.
+    import knowledge.search
+
+    knowledge.search._backend = None
+    yield
+    knowledge.search._backend = None
 
 
 @pytest.fixture

@@ -15,13 +15,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agentic_rag.background import remember_server_loop  # noqa: E402
+from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from knowledge.routing import websocket_urlpatterns as knowledge_websockets  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([*knowledge_websockets]))
+            AuthMiddlewareStack(URLRouter([*knowledge_websockets, *chat_websockets]))
         ),
     }
 )

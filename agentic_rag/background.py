@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +23,18 @@ from django.db import close_old_connections
 
 log = logging.getLogger(__name__)
 
-_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-task")
+# One thread per Celery queue, so a long re-embedding never holds up ingestion while
+# writes within a queue stay serialised.
+_executors: dict[str, ThreadPoolExecutor] = {}
+_executors_lock = threading.Lock()
+
+
+def _executor_for(task: Task) -> ThreadPoolExecutor:
+    queue = getattr(task, "queue", None) or "default"
+    with _executors_lock:
+        if queue not in _executors:
+            _executors[queue] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"background-{queue}")
+        return _executors[queue]
 _server_loop: asyncio.AbstractEventLoop | None = None
 
 
@@ -46,10 +58,10 @@ def dispatch(task: Task, *args: Any) -> None:
 def _run_in_background(task: Task, args: tuple[Any, ...]) -> None:
     loop = _server_loop
     if loop is not None and loop.is_running() and not loop.is_closed():
-        runner = sync_to_async(_apply_in_background, thread_sensitive=False, executor=_executor)
+        runner = sync_to_async(_apply_in_background, thread_sensitive=False, executor=_executor_for(task))
         asyncio.run_coroutine_threadsafe(runner(task, args), loop)
     else:
-        _executor.submit(_apply_in_background, task, args)
+        _executor_for(task).submit(_apply_in_background, task, args)
 
 
 def _apply(task: Task, args: tuple[Any, ...]) -> None:

@@ -9,6 +9,12 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# Vector search is a memory-bound matrix-vector product per request: BLAS threads only
+# contend with other requests and workers (measured 25x slower on a loaded 2-core
+# machine), so each process runs BLAS on one thread unless OPENBLAS_NUM_THREADS says
+# otherwise. Set before numpy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def envbool(name: str, default: str) -> bool:
     return os.getenv(name, default).strip().lower() in {"1", "true", "yes", "on"}
@@ -16,6 +22,10 @@ def envbool(name: str, default: str) -> bool:
 
 def envint(name: str, default: str) -> int:
     return int(os.getenv(name, default))
+
+
+def envfloat(name: str, default: str) -> float:
+    return float(os.getenv(name, default))
 
 
 def envlist(name: str, default: str) -> list[str]:
@@ -119,7 +129,8 @@ CELERY_RESULT_BACKEND = os.getenv("CELERY_RESULT_BACKEND", REDIS_URL) or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"knowledge.tasks.*": {"queue": "ingestion"}}
+# Tasks name their queue ("ingestion", "embedding": re-embedding a KB can take hours, so
+# it never holds up ingestion); `make worker` consumes all three.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # "celery" sends tasks to the broker, "thread" runs them in-process in the background,
 # "inline" runs them at once in the caller (tests, management commands).
@@ -162,6 +173,70 @@ CHUNK_CHILD_MAX_EN = envint("CHUNK_CHILD_MAX_EN", "300")
 CHUNK_OVERLAP_SENTENCES = envint("CHUNK_OVERLAP_SENTENCES", "1")
 CHUNK_PARENT_MAX_CHARS = envint("CHUNK_PARENT_MAX_CHARS", "4000")
 
+# Embeddings (agentic_rag.embeddings). A knowledge base keeps the embedder that built it.
+# Documents are embedded at ingestion by EMBEDDER, fast and dependency-free, so they are
+# searchable at once; then a background task moves the KB's vectors to EMBEDDER_UPGRADE,
+# the stronger but ~1000x slower multilingual-e5-small (measured: evaluation/probes).
+# `manage.py reembed --kb SLUG` does the same in the foreground. An empty EMBEDDER_UPGRADE
+# keeps EMBEDDER's vectors.
+EMBEDDER = os.getenv("EMBEDDER", "hashing-1024")
+EMBEDDER_UPGRADE = os.getenv("EMBEDDER_UPGRADE", "e5-small")
+EMBEDDER_BATCH_SIZE = envint("EMBEDDER_BATCH_SIZE", "32")
+EMBEDDER_THREADS = envint("EMBEDDER_THREADS", "0")
+EMBEDDING_CACHE_TTL = envint("EMBEDDING_CACHE_TTL", "3600")
+OPENAI_EMBEDDINGS_BASE_URL = os.getenv("OPENAI_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1")
+OPENAI_EMBEDDINGS_API_KEY = os.getenv("OPENAI_EMBEDDINGS_API_KEY", "")
+OPENAI_EMBEDDINGS_MODEL = os.getenv("OPENAI_EMBEDDINGS_MODEL", "text-embedding-3-small")
+OPENAI_EMBEDDINGS_DIMS = envint("OPENAI_EMBEDDINGS_DIMS", "0")
+OPENAI_EMBEDDINGS_TIMEOUT = envfloat("OPENAI_EMBEDDINGS_TIMEOUT", "30")
+
+# Language models (agentic_rag.llm): providers tried in order, the offline extractive
+# generator always last. With nothing configured, answers are extractive and say so.
+LLM_PROVIDERS = envlist("LLM_PROVIDERS", "extractive")
+OPENAI_BASE_URL = os.getenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = os.getenv("OPENAI_API_KEY", "")
+OPENAI_MODEL = os.getenv("OPENAI_MODEL", "gpt-4o-mini")
+LLM_CONNECT_TIMEOUT_S = envfloat("LLM_CONNECT_TIMEOUT_S", "5")
+LLM_FIRST_TOKEN_TIMEOUT_S = envfloat("LLM_FIRST_TOKEN_TIMEOUT_S", "15")
+LLM_CHUNK_TIMEOUT_S = envfloat("LLM_CHUNK_TIMEOUT_S", "30")
+LLM_TIMEOUT_S = envfloat("LLM_TIMEOUT_S", "120")
+LLM_BREAKER_FAILURE_RATE = envfloat("LLM_BREAKER_FAILURE_RATE", "0.10")
+LLM_BREAKER_WINDOW_S = envfloat("LLM_BREAKER_WINDOW_S", "120")
+LLM_BREAKER_MIN_CALLS = envint("LLM_BREAKER_MIN_CALLS", "5")
+LLM_BREAKER_OPEN_S = envfloat("LLM_BREAKER_OPEN_S", "300")
+LLM_PROBE_TIMEOUT_S = envfloat("LLM_PROBE_TIMEOUT_S", "5")
+LLM_RETRY_MAX_ATTEMPTS = envint("LLM_RETRY_MAX_ATTEMPTS", "10")
+LLM_RETRY_DEADLINE_S = envfloat("LLM_RETRY_DEADLINE_S", "30")
+LLM_RETRY_MAX_RETRY_AFTER_S = envfloat("LLM_RETRY_MAX_RETRY_AFTER_S", "10")
+LLM_EXTRACTIVE_TOKENIZER = os.getenv("LLM_EXTRACTIVE_TOKENIZER", "knowledge.analysis.analyze")
+
+# Retrieval (knowledge.retrieval): longer queries are cut, with a warning in the result.
+RETRIEVAL_MAX_QUERY_CHARS = envint("RETRIEVAL_MAX_QUERY_CHARS", "1000")
+
+# --- Chat (chat.pipeline) -------------------------------------------------------------
+# Seed 001's switches are the defaults of ChatOptions; a request may override them.
+CHAT_MAX_MESSAGE_CHARS = envint("CHAT_MAX_MESSAGE_CHARS", "4000")
+CHAT_ENABLE_QUERY_REWRITE = envbool("CHAT_ENABLE_QUERY_REWRITE", "true")
+CHAT_ENABLE_RERANK = envbool("CHAT_ENABLE_RERANK", "true")
+CHAT_TOP_K = envint("CHAT_TOP_K", "5")
+CHAT_RERANK_TOP_K = envint("CHAT_RERANK_TOP_K", "5")
+CHAT_MIN_CONFIDENCE_SCORE = envfloat("CHAT_MIN_CONFIDENCE_SCORE", "0.5")
+CHAT_SEARCH_MODE = os.getenv("CHAT_SEARCH_MODE", "hybrid")
+CHAT_ENABLE_SOURCE_CITATION = envbool("CHAT_ENABLE_SOURCE_CITATION", "true")
+# S1 loads the last N turns; S2 rewrites with the last 3 of them (seed 000).
+CHAT_HISTORY_TURNS = envint("CHAT_HISTORY_TURNS", "20")
+CHAT_REWRITE_HISTORY_TURNS = envint("CHAT_REWRITE_HISTORY_TURNS", "3")
+# Shortcut A: top intent confidence below this, or the top two closer than the gap.
+CHAT_AMBIGUITY_MIN_CONFIDENCE = envfloat("CHAT_AMBIGUITY_MIN_CONFIDENCE", "0.7")
+CHAT_AMBIGUITY_MIN_GAP = envfloat("CHAT_AMBIGUITY_MIN_GAP", "0.15")
+CHAT_MAX_ANSWER_TOKENS = envint("CHAT_MAX_ANSWER_TOKENS", "1024")
+# LLM rewrites and intent classifications are cached (seconds).
+CHAT_REWRITE_CACHE_TTL = envint("CHAT_REWRITE_CACHE_TTL", "3600")
+CHAT_INTENT_CACHE_TTL = envint("CHAT_INTENT_CACHE_TTL", "3600")
+# Span input and output are cut to this many characters in stored traces.
+CHAT_SPAN_MAX_CHARS = envint("CHAT_SPAN_MAX_CHARS", "2000")
+# --- end of Chat ------------------------------------------------------------------------
+
 # Demo content created by `manage.py setup_demo` (make run).
 DEMO_USERNAME = os.getenv("DEMO_USERNAME", "demo")
 DEMO_PASSWORD = os.getenv("DEMO_PASSWORD", "demo-password")
@@ -170,8 +245,12 @@ LOG_LEVEL = os.getenv("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(trace_id)s] %(message)s"}},
+    # The chat request's trace id (agentic_rag.tracing) on every line; "-" outside a request.
+    "filters": {"trace_id": {"()": "agentic_rag.tracing.TraceIdFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["trace_id"]}
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"jieba": {"level": "WARNING"}},
 }

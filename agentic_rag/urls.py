@@ -6,9 +6,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from . import views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("settings/tokens/", views.token_list, name="token-list"),
+    path("settings/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("", include("chat.urls")),
     path("", include("knowledge.urls")),
 ]

@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class KnowledgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "knowledge"
+
+    def ready(self) -> None:
+        from .indexing import register_indexing_stages
+
+        register_indexing_stages()

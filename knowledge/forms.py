@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from .models import KnowledgeBase
+from .retrieval import MODES, RetrievalParams, params_for_kb
 
 # Path segments under /kb/ that a slug may not take, so every URL stays reachable.
 RESERVED_SLUGS = frozenset({"new"})
@@ -92,3 +95,48 @@ class UploadForm(forms.Form):
     files = MultipleFileField(
         allow_empty_file=True, error_messages={"required": "Choose at least one file."}
     )
+
+
+MODE_LABELS = {"bm25": "BM25", "vector": "Vector", "hybrid": "Hybrid", "multipath": "Multi-path"}
+
+
+class PlaygroundForm(forms.Form):
+    """A playground query; options left out of the query string take the KB's settings."""
+
+    q = forms.CharField(
+        label="Query",
+        required=False,
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Ask the knowledge base…", "autocomplete": "off"}
+        ),
+    )
+    mode = forms.ChoiceField(choices=[(mode, MODE_LABELS.get(mode, mode)) for mode in MODES])
+    top_k = forms.IntegerField(label="Top k", min_value=1, max_value=20)
+    fusion = forms.ChoiceField(
+        choices=[("rrf", "RRF (k=60)"), ("weighted", "Weighted")], help_text="Used by hybrid mode."
+    )
+    rerank = forms.ChoiceField(label="Rerank", choices=[("on", "Five-factor"), ("off", "Off")])
+
+    def __init__(self, data=None, *, kb: KnowledgeBase) -> None:
+        self.defaults = params_for_kb(kb)
+        initial = {
+            "mode": self.defaults.mode,
+            "top_k": self.defaults.top_k,
+            "fusion": self.defaults.fusion.mode,
+            "rerank": "on" if self.defaults.rerank else "off",
+        }
+        # A shared link may carry only ?q=: the rest shows, and uses, the KB's settings.
+        bound = None if data is None else {**initial, **data.dict()}
+        super().__init__(bound, initial=initial)
+
+    def params(self) -> RetrievalParams:
+        """Return the KB's retrieval params with this form's choices on top."""
+        data = self.cleaned_data
+        return dataclasses.replace(
+            self.defaults,
+            mode=data["mode"],
+            top_k=data["top_k"],
+            fusion=dataclasses.replace(self.defaults.fusion, mode=data["fusion"]),
+            rerank=data["rerank"] == "on",
+            max_query_chars=getattr(settings, "RETRIEVAL_MAX_QUERY_CHARS", 1000),
+        )

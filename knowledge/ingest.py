@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from time import perf_counter
-from typing import Literal
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
@@ -150,7 +150,11 @@ class IngestionRun:
     params: ChunkingParams
     parsed: ParsedDocument | None = None
     parents: list[ParentDraft] = field(default_factory=list)
+    stored: list[Chunk] = field(default_factory=list)  # parents first, then children
     child_ids: list[int] = field(default_factory=list)
+    # What the embedding stage hands the indexing stage: (embedder name, float32 rows
+    # aligned with `stored`).
+    vectors: tuple[str, Any] | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -187,7 +191,9 @@ def store_stage(run: IngestionRun) -> None:
         for row, draft in zip(parents, run.parents, strict=True)
         for child in draft.children
     ]
-    run.child_ids = [row.pk for row in Chunk.objects.bulk_create(children, batch_size=500)]
+    children = Chunk.objects.bulk_create(children, batch_size=500)
+    run.stored = [*parents, *children]
+    run.child_ids = [row.pk for row in children]
 
 
 def _chunk_row(draft, level: int, common: dict, *, parent=None, section=None) -> Chunk:

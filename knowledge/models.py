@@ -8,6 +8,8 @@ from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
+from agentic_rag.vectors import EmbeddingField
+
 
 class Visibility(models.TextChoices):
     PRIVATE = "private", "Private (owner only)"
@@ -49,6 +51,12 @@ class KnowledgeBase(models.Model):
     # Bumped on every change to the KB's live chunks, so caches and in-process indexes
     # in any process can tell they are stale.
     content_version = models.PositiveBigIntegerField(default=0)
+    embedder = models.CharField(
+        max_length=100, blank=True, help_text="The embedder that built the KB's vectors."
+    )
+    # Fusion mode, weights and leg thresholds, as `manage.py evaluate --tune` stores them;
+    # knowledge.retrieval.params_for_kb turns them into RetrievalParams.
+    retrieval_settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -63,6 +71,19 @@ class KnowledgeBase(models.Model):
     @property
     def kb_prefix(self) -> str:
         return self.slug
+
+    # Fields that only their own functions move (bump_content_version, reembed,
+    # save_params_for_kb): saving a stale instance from a form must not move them back,
+    # or another process could keep serving an index of older content.
+    MANAGED_FIELDS = frozenset({"content_version", "embedder", "retrieval_settings"})
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk and not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [
+                field.name for field in self._meta.concrete_fields
+                if not field.primary_key and field.name not in self.MANAGED_FIELDS
+            ]
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("knowledge-detail", args=[self.slug])
@@ -208,6 +229,8 @@ class Chunk(models.Model):
         indexes = [
             models.Index(fields=["document", "version", "level", "index"]),
             models.Index(fields=["kb", "level"]),
+            # The same-chapter recall path of seed 002 looks chunks up by chapter.
+            models.Index(fields=["kb", "chapter_level_1", "chapter_level_2"]),
         ]
 
     def __str__(self) -> str:
@@ -233,3 +256,26 @@ class IngestionJob(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} for {self.document_id} v{self.version}: {self.status}"
+
+
+class SearchEntry(models.Model):
+    """What retrieval searches for one chunk under one embedder: its vector and its tokens."""
+
+    chunk = models.ForeignKey(Chunk, models.CASCADE, related_name="search_entries")
+    kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="+")
+    level = models.PositiveSmallIntegerField(choices=Chunk.LEVELS)
+    embedder = models.CharField(max_length=100)
+    dims = models.PositiveIntegerField()
+    embedding = EmbeddingField()
+    # knowledge.analysis tokens joined by spaces: BM25 reads them, and PostgreSQL's
+    # full-text index parses them with the 'simple' configuration.
+    tokens = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chunk", "embedder"], name="search_entry_unique_per_embedder"),
+        ]
+        indexes = [models.Index(fields=["kb", "embedder", "level"])]
+
+    def __str__(self) -> str:
+        return f"{self.chunk_id} by {self.embedder}"

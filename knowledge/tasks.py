@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.core.cache import cache
 
 from agentic_rag.background import dispatch
+from agentic_rag.embeddings import get_embedder
 
+from .indexing import reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
+from .models import DocumentStatus, KnowledgeBase
 from .progress import publish_progress
 
 
@@ -18,6 +22,7 @@ class IngestionTask(Task):
 
 @shared_task(
     base=IngestionTask,
+    queue="ingestion",
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=TRANSIENT_ERRORS,
@@ -29,7 +34,25 @@ class IngestionTask(Task):
 def ingest_document(document_id: int) -> str:
     """Ingest one document; safe to run twice (a live version is left alone)."""
     job = run_ingestion(document_id, on_progress=publish_progress)
+    if job and job.status == DocumentStatus.READY:
+        kb = KnowledgeBase.objects.get(documents=document_id)
+        if upgrade_target(kb):
+            dispatch(upgrade_embeddings, kb.pk)
     return job.status if job else "skipped"
+
+
+@shared_task(queue="embedding", acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
+def upgrade_embeddings(kb_id: int) -> int:
+    """Move a KB's vectors to EMBEDDER_UPGRADE; one run at a time per KB."""
+    kb = KnowledgeBase.objects.filter(pk=kb_id).first()
+    target = upgrade_target(kb) if kb else None
+    lock = f"upgrade-embeddings-{kb_id}"
+    if target is None or not cache.add(lock, 1, timeout=6 * 3600):
+        return 0
+    try:
+        return reembed_knowledge_base(kb, get_embedder(target))
+    finally:
+        cache.delete(lock)
 
 
 def enqueue_ingestion(document_id: int) -> None:

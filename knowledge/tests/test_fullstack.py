@@ -81,6 +81,9 @@ class CeleryWorker:
             "DATABASE_URL": database,
             "REDIS_URL": django_settings.REDIS_URL,
             "BACKGROUND_TASKS": "celery",
+            # The fast embedder only: the e5 upgrade takes minutes and is tested elsewhere.
+            "EMBEDDER": "hashing-1024",
+            "EMBEDDER_UPGRADE": "",
             "PYTHONUNBUFFERED": "1",
         }
         command = [

@@ -225,3 +225,14 @@ def test_it_rejects_extra_stages_outside_embedding_and_indexing():
 )
 def test_it_cleans_file_names(given, expected):
     assert clean_file_name(given) == expected
+
+
+def test_it_never_moves_the_content_version_back_when_a_stale_kb_is_saved(kb):
+    stale = type(kb).objects.get(pk=kb.pk)
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+
+    stale.name = "Renamed"
+    stale.save()
+
+    kb.refresh_from_db()
+    assert kb.name == "Renamed" and kb.content_version == 1

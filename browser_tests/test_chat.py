@@ -1,0 +1,117 @@
+"""In a real browser: ask a question, watch the stage cards and the streamed answer, open a
+citation's evidence, then the trace of the answer."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from .test_playground import upload_and_wait
+from .test_upload import CHINESE, HTML, MARKDOWN, create_kb, log_in
+
+QUESTION = "How should we write an incident review?"
+STAGES = ["memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"]
+
+
+def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page, tmp_path, screenshots):
+    log_in(page)
+    create_kb(page, "chat-kb", "Operations handbook")
+    upload_and_wait(
+        page,
+        tmp_path,
+        {
+            "handbook.md": MARKDOWN.encode(),
+            "混凝土规范.txt": CHINESE.encode(),
+            "deployment.html": HTML.encode(),
+        },
+    )
+
+    frames: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(str(payload))))
+    page.get_by_role("link", name="Chat", exact=True).click()
+    page.wait_for_url(re.compile(r"/$"))
+    for stage in STAGES:
+        expect(page.locator(f"#stage-{stage}")).to_have_attribute("data-state", "idle")
+    expect(page.locator(".chat-empty")).to_be_visible()
+
+    page.select_option("select[name=kb]", "chat-kb")
+    page.fill("#chat-message", QUESTION)
+    page.press("#chat-message", "Enter")
+
+    answer = page.locator(".msg-assistant").last
+    expect(answer.locator("a.cite").first).to_be_visible()
+    for stage in STAGES:
+        expect(page.locator(f"#stage-{stage}")).to_have_attribute("data-state", "done")
+    expect(page.locator("#stage-retrieve .stage-status")).to_contain_text("ms")
+    expect(page.locator(".msg-user").last).to_have_text(QUESTION)
+    expect(page.locator("#chat-message")).to_have_value("")
+    # The answer came token by token over the socket before the final fragment replaced it.
+    token_frames = [frame for frame in frames if 'hx-swap-oob="beforeend:#answer-' in frame]
+    assert len(token_frames) > 5, frames[:5]
+    expect(answer.locator(".answer")).to_contain_text("incident review")
+    expect(answer).to_contain_text("Citations verified")
+    # The new session has its own address and its place in the sidebar.
+    expect(page).to_have_url(re.compile(r"/c/[0-9a-f]{32}/$"))
+    expect(page.locator(".session-item.is-current")).to_contain_text(QUESTION[:30])
+    page.screenshot(path=str(screenshots / "chat.png"))
+
+    citation = answer.locator("a.cite").first
+    number = citation.get_attribute("data-cite")
+    citation.click()
+    item = page.locator(".evidence-item.is-highlighted")
+    expect(item).to_be_visible()
+    expect(item.locator(".ev-n")).to_have_text(number)
+    expect(item.locator(".ev-source")).to_have_text("KB")
+    expect(item.locator(".ev-doc a")).to_have_attribute("href", re.compile(r"^/kb/chat-kb/documents/\d+/"))
+    page.screenshot(path=str(screenshots / "chat-evidence.png"))
+    page.click("[data-theme-toggle]")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.screenshot(path=str(screenshots / "chat-dark.png"))
+    page.click("[data-theme-toggle]")
+
+    # On a narrow window the evidence opens over the answer and closes again.
+    page.set_viewport_size({"width": 900, "height": 900})
+    page.click("[data-evidence-close]")
+    expect(page.locator("#evidence-panel")).to_be_hidden()
+    answer.locator("a.cite").first.click()
+    expect(page.locator("#evidence-panel")).to_be_visible()
+    page.screenshot(path=str(screenshots / "chat-narrow.png"))
+    page.click("[data-evidence-close]")
+    expect(page.locator("#evidence-panel")).to_be_hidden()
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # A reload shows the stored answer exactly as the stream left it.
+    page.reload()
+    expect(page.locator(".msg-assistant").last.locator("a.cite").first).to_be_visible()
+    expect(page.locator(".msg-assistant").last).to_contain_text("incident review")
+
+    # Thumbs, then retry: the same question again, over the socket, in the same session.
+    page.locator(".msg-assistant").last.get_by_role("button", name="Helpful", exact=True).click()
+    expect(
+        page.locator(".msg-assistant").last.get_by_role("button", name="Helpful", exact=True)
+    ).to_have_attribute("aria-pressed", "true")
+    page.locator(".msg-assistant").last.get_by_role("button", name="Retry · 重试").click()
+    expect(page.locator(".msg-assistant")).to_have_count(2)
+    expect(page.locator(".msg-assistant").last.locator("a.cite").first).to_be_visible()
+    expect(page.locator(".msg-user")).to_have_count(2)
+
+    page.locator(".msg-assistant").last.get_by_role("link", name="Trace ↗").click()
+    page.wait_for_url(re.compile(r"/traces/[0-9a-f-]{36}/$"))
+    expect(page.locator(".wf-row")).to_have_count(page.locator(".wf-row").count())
+    assert page.locator(".wf-row").count() >= len(STAGES)
+    row = page.locator(".wf-row", has_text="retrieve").first
+    row.locator("summary").click()
+    expect(row.locator(".wf-io")).to_be_visible()
+    page.screenshot(path=str(screenshots / "trace.png"), full_page=True)
+
+
+def test_it_explains_a_refused_question_in_the_chat(page: Page):
+    log_in(page)
+    page.goto("/")
+    page.fill("#chat-message", "x" * 10)
+    page.evaluate(
+        "document.querySelector('select[name=kb]').add(new Option('ghost', 'no-such-kb', true, true))"
+    )
+    page.press("#chat-message", "Enter")
+    expect(page.locator(".msg-toast")).to_contain_text("No such knowledge base.")

@@ -1,0 +1,79 @@
+"""The chat HTTP API: `POST /api/chat` (JSON) and `POST /api/chat/stream` (SSE).
+
+Both take `{"message", "session_id"?, "kb"?}` as a JSON body (or form data) and run the
+same pipeline as the chat page. Bad input is a 400 with a message; a KB that does not
+exist and one the caller may not read are the same 404.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_POST
+
+from agentic_rag.auth import api_auth, api_error
+
+from .adapters import asse_stream, sse_stream, summarise
+from .forms import AskForm, chat_request
+from .pipeline import ChatRefused, aiter_chat, iter_chat
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# Connection: keep-alive (seed 002 §4.4) is left out: it is hop-by-hop, which WSGI forbids
+# and HTTP/1.1 implies.
+
+
+def _ask_form(request: HttpRequest) -> AskForm | JsonResponse:
+    """Parse the body into a valid AskForm, or return the error response to send."""
+    if request.content_type == "application/json":
+        try:
+            data = json.loads(request.body or b"null")
+        except (ValueError, UnicodeDecodeError):
+            return api_error(400, "The body is not valid JSON.", "bad_json")
+        if not isinstance(data, dict):
+            return api_error(400, 'Send a JSON object: {"message": "..."}.', "bad_json")
+    else:
+        data = request.POST
+    form = AskForm({k: v for k, v in data.items() if isinstance(v, str)}, user=request.user)
+    if form.is_valid():
+        return form
+    if form.has_unknown_kb():
+        return api_error(404, "No such knowledge base.", "unknown_kb")
+    return api_error(400, form.first_error(), "bad_input")
+
+
+def _refused(refusal: ChatRefused) -> JsonResponse:
+    code = getattr(refusal, "code", "refused")
+    return api_error(404 if code == "unknown_kb" else 400, str(refusal), code)
+
+
+@api_auth
+@require_POST
+def chat_json(request: HttpRequest) -> HttpResponse:
+    form = _ask_form(request)
+    if isinstance(form, JsonResponse):
+        return form
+    try:
+        summary = summarise(iter_chat(chat_request(form)))
+    except ChatRefused as refusal:
+        return _refused(refusal)
+    return JsonResponse(summary.as_json(), status=502 if summary.error else 200)
+
+
+@api_auth
+@require_POST
+def chat_stream(request: HttpRequest) -> HttpResponse:
+    form = _ask_form(request)
+    if isinstance(form, JsonResponse):
+        return form
+    chat = chat_request(form)
+    # Under ASGI Django would buffer a sync iterator whole, so the socket gets the async one.
+    if isinstance(request, ASGIRequest):
+        content = asse_stream(aiter_chat(chat))  # refusals: the form checked what admit checks
+    else:
+        try:
+            content = sse_stream(iter_chat(chat))
+        except ChatRefused as refusal:
+            return _refused(refusal)
+    return StreamingHttpResponse(content, content_type="text/event-stream", headers=SSE_HEADERS)

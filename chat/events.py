@@ -1,0 +1,49 @@
+"""The one event every pipeline stage emits; websocket, SSE and JSON adapt it.
+
+Event types and their `data`:
+
+- "session": {session_id, conversation_id, trace_id}
+- "route": {kb_prefix, confidence, method, reason}
+- "stage_start": {label, number (S1-S8 as 1-8)}
+- "stage_end": {status: "done"|"skipped"|"failed"|"shortcut", shortcut?: "A"|"B"|"C", detail}
+- "intent": {intents: [{name, confidence, tool}], method}
+- "retrieval": {count, evidence: [{n, source: "KB"|"TOOL", doc, chunk_id, section, score, preview, url}], reason}
+- "tool": {name, parameters, result}
+- "first_token": {} with `ms` since the request started
+- "token": {text}
+- "citation": {n, doc, chunk_id, quote, verified}
+- "final": {trace_id, total_ms, response, citations, shortcut, verification, status, partial}
+- "error": {message, code}
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+EventType = Literal[
+    "session",
+    "stage_start",
+    "stage_end",
+    "route",
+    "intent",
+    "retrieval",
+    "tool",
+    "first_token",
+    "token",
+    "citation",
+    "final",
+    "error",
+]
+EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class PipelineEvent:
+    type: str
+    stage: str = ""  # node name, e.g. "memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"
+    ms: float = 0.0  # elapsed in the stage (stage_end) or since the request started (first_token/final)
+    data: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,71 @@
+"""Forms of the chat app; the websocket and the HTTP API parse with them too."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.core.validators import MaxLengthValidator
+
+from knowledge.models import KnowledgeBase
+
+from .pipeline import ChatOptions, ChatRequest
+
+AUTO = "auto"
+UNKNOWN_KB = "unknown_kb"
+
+
+class AskForm(forms.Form):
+    """A question: message, optional session, and a KB slug or "auto"."""
+
+    message = forms.CharField(strip=True, error_messages={"required": "The message is empty."})
+    session_id = forms.RegexField(
+        regex=r"^[A-Za-z0-9_.:-]{1,64}$",
+        required=False,
+        error_messages={"invalid": "session_id: 1-64 letters, digits and _ . : -"},
+    )
+    kb = forms.CharField(required=False, max_length=64)
+
+    def __init__(self, data=None, *, user, **kwargs) -> None:
+        super().__init__(data, **kwargs)
+        self.user = user
+        limit = settings.CHAT_MAX_MESSAGE_CHARS
+        self.fields["message"].max_length = limit
+        self.fields["message"].validators.append(MaxLengthValidator(limit))
+        self.fields["message"].error_messages["max_length"] = (
+            f"The message is longer than {limit} characters."
+        )
+
+    def clean_kb(self) -> str | None:
+        slug = self.cleaned_data["kb"].strip()
+        if slug in ("", AUTO):
+            return None
+        # One message for a KB that does not exist and one the user may not read.
+        if not KnowledgeBase.objects.readable_by(self.user).filter(slug=slug).exists():
+            raise forms.ValidationError("No such knowledge base.", code=UNKNOWN_KB)
+        return slug
+
+    def clean_session_id(self) -> str | None:
+        return self.cleaned_data["session_id"] or None
+
+    def has_unknown_kb(self) -> bool:
+        return self.has_error("kb", UNKNOWN_KB)
+
+    def first_error(self) -> str:
+        return next(iter(e for errors in self.errors.values() for e in errors), "Invalid input.")
+
+
+class RenameForm(forms.Form):
+    title = forms.CharField(max_length=200, strip=True)
+
+
+class FeedbackForm(forms.Form):
+    value = forms.ChoiceField(choices=[("up", "👍"), ("down", "👎")])
+
+
+def chat_request(form: AskForm) -> ChatRequest:
+    """Return the pipeline request a valid AskForm describes."""
+    data = form.cleaned_data
+    options = ChatOptions(kb_slug=data["kb"])
+    return ChatRequest(
+        user=form.user, session_id=data["session_id"], message=data["message"], options=options
+    )

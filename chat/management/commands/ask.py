@@ -1,0 +1,82 @@
+"""manage.py ask "QUESTION" --kb SLUG [--session ID] [--user USERNAME] [--json]"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from chat.pipeline import ChatOptions, ChatRefused, ChatRequest, ChatResult, run_chat
+from knowledge.models import KnowledgeBase
+
+
+class Command(BaseCommand):
+    help = "Ask a question through the chat pipeline, as the browser and the API do."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("question")
+        parser.add_argument("--kb", metavar="SLUG", help="the knowledge base to search")
+        parser.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
+        parser.add_argument(
+            "--user", metavar="USERNAME", help="ask as this user (default: the KB's owner, else the demo user)"
+        )
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args, **options) -> None:
+        user = self._user(options["user"], options["kb"])
+        request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=options["kb"]))
+        try:
+            result = run_chat(request, emit=lambda event: None)
+        except ChatRefused as refused:
+            raise CommandError(str(refused)) from refused
+        if options["json"]:
+            self.stdout.write(json.dumps(as_json(result), ensure_ascii=False))
+        else:
+            self._print(result)
+        if result.status == "failed":
+            raise CommandError(result.error)
+
+    def _user(self, username: str | None, slug: str | None):
+        users = get_user_model().objects
+        if username:
+            user = users.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"no user '{username}'")
+            return user
+        kb = KnowledgeBase.objects.filter(slug=slug).select_related("owner").first() if slug else None
+        user = kb.owner if kb else users.filter(username=settings.DEMO_USERNAME).first()
+        if user is None:
+            raise CommandError("pass --user USERNAME (there is no demo user; run manage.py setup_demo)")
+        return user
+
+    def _print(self, result: ChatResult) -> None:
+        self.stdout.write(result.answer)
+        if result.citations:
+            self.stdout.write("\nCitations:")
+            for citation in result.citations:
+                mark = "" if citation["verified"] else "  (quote not found in the source)"
+                self.stdout.write(f"  [{citation['n']}] {citation['doc']} #{citation['chunk_id']}: {citation['quote']}{mark}")
+        shortcut = f" · shortcut {result.shortcut}" if result.shortcut else ""
+        self.stdout.write(f"\nIntent {result.intent or '-'} · route {result.route or '-'}{shortcut} · trace {result.trace_id}")
+        for stage in result.stages:
+            self.stdout.write(f"  {stage.name:10} {stage.ms:8.1f} ms  {stage.status:8} {stage.detail}")
+        first = f"{result.first_token_ms:.1f} ms" if result.first_token_ms is not None else "-"
+        self.stdout.write(f"  {'total':10} {result.total_ms:8.1f} ms  (first token {first}; session {result.session_id})")
+
+
+def as_json(result: ChatResult) -> dict:
+    """The --json object (issue 4 item 7)."""
+    return {
+        "answer": result.answer,
+        "citations": [
+            {"n": c["n"], "doc": c["doc"], "chunk_id": c["chunk_id"], "quote": c["quote"]} for c in result.citations
+        ],
+        "intent": result.intent,
+        "route": result.route,
+        "tools": list(result.tools),
+        "shortcut": result.shortcut,
+        "trace_id": result.trace_id,
+        "stages": [{"name": s.name, "ms": s.ms, "status": s.status} for s in result.stages],
+    }

@@ -1,0 +1,142 @@
+"""Map an answer's `[n]` and `<cite>` marks to evidence, and verify their quotes.
+
+A `[n]` cites the sentence before it: that sentence is its quote. A
+`<cite doc_id="n" quote="…">sentence</cite>` carries its quote. A quote is verified when
+it occurs in the cited evidence text (case, spacing and end punctuation aside); the
+extractive generator quotes verbatim, so its citations always pass, a model's may not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import unescape
+
+from .state import EvidenceItem
+
+_ENTITIES = {"&quot;": '"', "&apos;": "'"}
+_MARK = re.compile(
+    r"<cite\b(?P<attrs>[^>]*)>(?P<inner>.*?)</cite>|\[(?P<ns>\d{1,3}(?:\s*[,，]\s*\d{1,3})*)\]", re.DOTALL
+)
+_ATTRIBUTE = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；])|(?<=\.)(?=\s)|\n")
+_LIST_MARK = re.compile(r"^\s*(?:[-*•>]+|\d+[.)、])\s+")
+_EDGE_PUNCT = " \t\r\n.。!！?？;；:：,，、\"'“”‘’()（）*_`"
+
+
+@dataclass(frozen=True)
+class CitedSentence:
+    n: int
+    quote: str
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Citation:
+    n: int
+    quote: str
+    verified: bool
+    reason: str = ""
+    sentence: str = ""
+    doc: str = ""
+    chunk_id: int | None = None
+    source: str = ""
+    section: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "doc": self.doc,
+            "chunk_id": self.chunk_id,
+            "quote": self.quote,
+            "verified": self.verified,
+            "source": self.source,
+            "section": self.section,
+        }
+
+    def as_verification(self) -> dict[str, Any]:
+        return {"n": self.n, "sentence": self.sentence, "quote": self.quote, "verified": self.verified, "reason": self.reason}
+
+
+def find_citations(answer: str) -> list[CitedSentence]:
+    """Every cited sentence of answer, in order (one per cited number)."""
+    found: list[CitedSentence] = []
+    cursor, previous = 0, ""
+    for match in _MARK.finditer(answer):
+        if match.group("attrs") is not None:
+            n, quote, sentence = _cite_tag(match)
+            if n is not None:
+                found.append(CitedSentence(n, quote, sentence))
+            cursor, previous = match.end(), sentence
+            continue
+        sentence = _last_sentence(answer[cursor : match.start()]) or previous
+        numbers = [int(n) for n in re.findall(r"\d+", match.group("ns"))]
+        found.extend(CitedSentence(n, sentence, sentence) for n in numbers if sentence)
+        cursor, previous = match.end(), sentence
+    return found
+
+
+def check_citations(answer: str, evidence: Sequence[EvidenceItem]) -> list[Citation]:
+    """Resolve and verify every cited sentence of answer against the numbered evidence."""
+    by_n = {item.n: item for item in evidence}
+    checked: list[Citation] = []
+    seen: set[tuple[int, str]] = set()
+    for cited in find_citations(answer):
+        if (cited.n, cited.quote) in seen:
+            continue
+        seen.add((cited.n, cited.quote))
+        item = by_n.get(cited.n)
+        if item is None:
+            checked.append(Citation(cited.n, cited.quote, False, f"no evidence [{cited.n}]", cited.sentence))
+            continue
+        verified, reason = verify_quote(cited.quote, item.text)
+        checked.append(
+            Citation(
+                cited.n, cited.quote, verified, reason, cited.sentence, item.doc, item.chunk_id, item.source, item.section
+            )
+        )
+    return checked
+
+
+def verify_quote(quote: str, source: str) -> tuple[bool, str]:
+    """Whether quote occurs in source, and why not."""
+    needle = _normalise(quote)
+    if not needle:
+        return False, "empty quote"
+    if needle in _normalise(source):
+        return True, ""
+    return False, "quote not found in the cited source"
+
+
+def display_answer(answer: str) -> str:
+    """The answer with each `<cite …>sentence</cite>` shown as `sentence [n]`."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("attrs") is None:
+            return match.group(0)
+        n, _, sentence = _cite_tag(match)
+        return f"{sentence} [{n}]" if n is not None else sentence
+
+    return _MARK.sub(replace, answer)
+
+
+def _cite_tag(match: re.Match[str]) -> tuple[int | None, str, str]:
+    attributes = {name.lower(): a if a is not None and a != "" else b for name, a, b in _ATTRIBUTE.findall(match.group("attrs"))}
+    digits = re.search(r"\d+", attributes.get("doc_id", "") or attributes.get("id", "") or "")
+    sentence = unescape(match.group("inner"), _ENTITIES).strip()
+    quote = unescape(attributes.get("quote") or "", _ENTITIES).strip() or sentence
+    return (int(digits.group()) if digits else None), quote, sentence
+
+
+def _last_sentence(segment: str) -> str:
+    pieces = [piece for piece in _SENTENCE_END.split(segment) if piece.strip(_EDGE_PUNCT)]
+    if not pieces:
+        return ""
+    return _LIST_MARK.sub("", pieces[-1]).strip()
+
+
+def _normalise(text: str) -> str:
+    text = text.replace("**", "").replace("`", "")
+    return " ".join(text.split()).casefold().strip(_EDGE_PUNCT)

@@ -1,0 +1,200 @@
+"""S3 intent: a rule fast path, then LLM classification (cached) when the rules say "default".
+
+Rules (seed 000 detailed design §1.3): a greeting, help request, thanks or "who are you"
+on its own is SYSTEM; a tool keyword is that tool (only for tools the channel has); a
+message with nothing to search for and no history to resolve it is a vague KB question;
+anything else is the default, KB with confidence 0.7.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rag.llm import CompletionOptions, LLMError, Message
+
+from .collaborators import Cache, model_json
+from .state import Turn
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KB_CONFIDENCE = 0.7
+SYSTEM_CONFIDENCE = 0.95
+TOOL_CONFIDENCE = 0.85
+VAGUE_CONFIDENCE = 0.4
+KINDS = ("KB", "SYSTEM", "TOOL")
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str  # "KB" | "SYSTEM" | "TOOL"
+    confidence: float
+    tool: str = ""  # the tool, for TOOL
+    topic: str = ""  # greeting | help | about | thanks | ack, for SYSTEM
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "confidence": round(self.confidence, 3), "tool": self.tool, "topic": self.topic}
+
+
+@dataclass(frozen=True)
+class IntentResult:
+    intents: tuple[Intent, ...]  # best first
+    method: str  # "rules" | "llm" | "cache" | "fallback"
+    detail: str = ""
+
+    @property
+    def top(self) -> Intent:
+        return self.intents[0]
+
+    @property
+    def is_all_system(self) -> bool:
+        return bool(self.intents) and all(intent.name == "SYSTEM" for intent in self.intents)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return tuple(intent.tool for intent in self.intents if intent.name == "TOOL")
+
+    @property
+    def wants_kb(self) -> bool:
+        return any(intent.name == "KB" for intent in self.intents)
+
+    def as_event(self) -> dict[str, Any]:
+        return {"intents": [intent.as_dict() for intent in self.intents], "method": self.method}
+
+
+DEFAULT_INTENT = IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "fallback")
+
+_SYSTEM_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (topic, re.compile(rf"^(?:{pattern})$", re.IGNORECASE))
+    for topic, pattern in (
+        ("greeting", r"你好|您好|嗨|哈喽|早上好|下午好|晚上好|你好吗|hi|hello|hey|hiya|good (?:morning|afternoon|evening)|"
+                     r"hi there|hello there|(?:(?:hi|hello|hey)[\s,]*)?how are you(?: doing)?"),
+        ("help", r"帮助|求助|help|帮帮我|怎么用|如何使用|使用说明|你能做什么|你可以做什么|你会什么|what can you do|how do i use (?:this|you)|help me"),
+        ("about", r"你是谁|你叫什么|你是什么|介绍一下你自己|who are you|what are you|what is this|about|about you"),
+        ("thanks", r"谢谢|谢谢你|多谢|感谢|thanks|thank you|thx|thanks a lot|thank you very much"),
+        ("ack", r"好的|好|嗯|嗯嗯|明白了|知道了|了解|ok|okay|got it|great|cool|nice|i see"),
+    )
+)
+_GREETING_PREFIX = re.compile(r"^(?:你好|您好|嗨|hi|hello|hey)[\s,，!！.。~]+", re.IGNORECASE)
+_TRAILING = re.compile(r"[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
+
+# Tool keywords (seed 000 §1.3); only tools the channel offers are matched.
+TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern, re.IGNORECASE)
+    for name, pattern in {
+        "weather": r"天气|气温|\bweather\b|\btemperature\b|\bforecast\b",
+        "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
+        "ticket": r"工单|\btickets?\b|\bTKT-\d+",
+        "calculator": r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[-+*/×÷^%]\s*\d+",
+        "datetime": r"几点|什么时间|今天日期|今天几号|what time|current time|today'?s date|what day is",
+        "currency": r"汇率|兑换|美元|人民币|exchange rate|\b(?:usd|eur|cny|rmb|jpy|gbp)\b",
+        "system_metrics": r"\bQPS\b|延迟|\bCPU\b|内存|\blatency\b|memory usage",
+        "knowledge_lookup": r"查询|搜索|查找",
+    }.items()
+}
+
+# Words that carry no subject on their own: a message of only these is vague.
+_VAGUE_WORDS = re.compile(
+    r"它们|它|他们|他|她|这个|那个|这些|那些|这样|那样|这里|那里|怎么样|怎么办|怎样|如何|为什么|什么|"
+    r"还有|然后|继续|那么|那|这|呢|吗|啊|吧|呀|的|是|了|和|又|再|说|讲|一下|详细|更多|请问|请|"
+    r"\b(?:it|its|this|that|these|those|they|them|what|about|how|why|and|so|then|more|tell|me|"
+    r"please|again|continue|ok|okay|yes|no|is|are|the|a|an|of|go|on|explain|details?|elaborate)\b",
+    re.IGNORECASE,
+)
+_CONTENT = re.compile(r"[\u3400-\u9fff]|[A-Za-z0-9]{2,}|\d")
+
+
+def rule_intents(message: str, history: Sequence[Turn] = (), tools: frozenset[str] = frozenset()) -> IntentResult:
+    """Classify by rules alone; `detail` is "default" when no rule matched."""
+    text = _TRAILING.sub("", message.strip())
+    for topic, pattern in _SYSTEM_RULES:
+        if pattern.match(text):
+            return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: {topic}")
+    text = _GREETING_PREFIX.sub("", text)
+    matched = [name for name in sorted(tools) if name in TOOL_KEYWORDS and TOOL_KEYWORDS[name].search(text)]
+    if matched:
+        intents = tuple(Intent("TOOL", TOOL_CONFIDENCE, tool=name) for name in matched)
+        return IntentResult(intents, "rules", "tool keywords: " + ", ".join(matched))
+    if is_vague(text) and not history:
+        return IntentResult((Intent("KB", VAGUE_CONFIDENCE),), "rules", "vague: nothing to search for")
+    return IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "rules", "default")
+
+
+def is_vague(text: str) -> bool:
+    """Whether text names nothing to search for once pronouns and fillers are removed."""
+    return _CONTENT.search(_VAGUE_WORDS.sub(" ", text)) is None
+
+
+def classify_intent(
+    message: str,
+    history: Sequence[Turn],
+    *,
+    llm: Any,
+    cache: Cache,
+    tools: frozenset[str] = frozenset(),
+    ttl: float = 3600,
+) -> IntentResult:
+    """Rules first; an LLM (when one is configured) decides what the rules leave at default."""
+    ruled = rule_intents(message, history, tools)
+    if ruled.detail != "default" or not getattr(llm, "has_model", False):
+        return ruled
+    key = _cache_key(message, tools)
+    cached = cache.get(key)
+    if cached is not None:
+        return IntentResult(tuple(Intent(**item) for item in cached), "cache")
+    try:
+        intents = _llm_intents(message, history, llm, tools)
+    except (LLMError, ValueError, TypeError, KeyError) as error:
+        logger.warning("intent classification by LLM failed, keeping the rules: %s", error)
+        return IntentResult(ruled.intents, "rules", f"llm failed: {error}")
+    cache.set(key, [_plain(intent) for intent in intents], ttl)
+    return IntentResult(intents, "llm")
+
+
+def _llm_intents(message: str, history: Sequence[Turn], llm: Any, tools: frozenset[str]) -> tuple[Intent, ...]:
+    tool_line = ", ".join(sorted(tools)) or "none"
+    system = (
+        "Classify the user's message. Kinds: KB (a question the knowledge base's documents may answer), "
+        "SYSTEM (greeting, thanks, help or a question about the assistant itself), "
+        f"TOOL (needs one of these tools: {tool_line}). Give every plausible kind a confidence from 0 to 1."
+    )
+    context = "\n".join(f"{turn.role}: {turn.content[:300]}" for turn in history[-6:])
+    user = f"Conversation so far:\n{context or '(none)'}\n\nMessage: {message}"
+    reply = model_json(
+        llm,
+        [Message("system", system), Message("user", user)],
+        CompletionOptions(temperature=0.0, max_tokens=200),
+        '{"intents": [{"name": "KB" | "SYSTEM" | "TOOL", "tool": "tool name or empty", "confidence": 0.0-1.0}]}',
+        field="intents",
+    )
+    return parse_llm_intents(reply, tools)
+
+
+def parse_llm_intents(reply: dict, tools: frozenset[str]) -> tuple[Intent, ...]:
+    """Keep the well-formed intents of an LLM reply, best first; raise ValueError if none is."""
+    intents = []
+    for item in reply.get("intents") or []:
+        if not isinstance(item, dict):
+            continue
+        name = str(item.get("name", "")).upper()
+        tool = str(item.get("tool") or "")
+        if name not in KINDS or (name == "TOOL" and tool not in tools):
+            continue
+        confidence = min(max(float(item.get("confidence", 0.0)), 0.0), 1.0)
+        intents.append(Intent(name, confidence, tool=tool if name == "TOOL" else ""))
+    if not intents:
+        raise ValueError(f"no usable intent in {reply!r:.200}")
+    return tuple(sorted(intents, key=lambda intent: -intent.confidence))
+
+
+def _plain(intent: Intent) -> dict[str, Any]:
+    return {"name": intent.name, "confidence": intent.confidence, "tool": intent.tool, "topic": intent.topic}
+
+
+def _cache_key(message: str, tools: frozenset[str]) -> str:
+    raw = f"{message.strip().lower()}::{','.join(sorted(tools))}"
+    return "chat:intent:" + hashlib.sha256(raw.encode()).hexdigest()

@@ -1,0 +1,247 @@
+"""The graph's node handlers: each calls its stage and notes what it found on the ChatRun.
+
+A handler that raises is replaced by its degrade function (seed 001 §10): rewrite keeps
+the original query, intent falls back to the default KB intent, search to no evidence.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from . import stages
+from .intent import DEFAULT_INTENT, classify_intent
+from .prompt import assemble_prompt
+from .replies import clarifying_question, no_evidence_reply, system_reply
+from .rewrite import rewrite_query, unchanged
+from .run import ChatRun, Outcome
+from .state import Turn
+from .store import load_turns
+from .tools import ToolResult
+
+logger = logging.getLogger("chat.pipeline")
+
+POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-stage")
+HISTORY_TURN_CHARS = 1000
+SEARCH_FAILED = "the search failed"
+
+
+def _memory(run: ChatRun) -> Outcome:
+    turns = load_turns(run.conversation, run.options.history_turns)
+    run.history = stages.recent_turns(turns, run.options.history_turns)
+    return Outcome("done", f"{len(run.history) // 2} earlier turns")
+
+
+def _rewrite(run: ChatRun) -> Outcome:
+    if not run.options.enable_query_rewrite:
+        run.rewrite = unchanged(run.message, "off")
+        return Outcome("skipped", "query rewrite is switched off")
+    c = run.collaborators
+    run.rewrite = rewrite_query(
+        run.message, run.history, llm=c.llm, cache=c.cache,
+        turns=run.options.rewrite_history_turns, ttl=settings.CHAT_REWRITE_CACHE_TTL,
+    )
+    return Outcome("done", f"{run.rewrite.method}: {' | '.join(run.rewrite.queries)}")
+
+
+def _intent(run: ChatRun) -> Outcome:
+    c = run.collaborators
+    run.intent = classify_intent(
+        run.message, run.history, llm=c.llm, cache=c.cache,
+        tools=c.tools.available(), ttl=settings.CHAT_INTENT_CACHE_TTL,
+    )
+    run.emit("intent", "intent", **run.intent.as_event())
+    top = run.intent.top
+    return Outcome("done", f"{top.name}{':' + top.tool if top.tool else ''} {top.confidence:.2f} ({run.intent.method})")
+
+
+def _guide(run: ChatRun) -> Outcome:
+    options = run.options
+    ambiguity = stages.find_ambiguity(
+        run.intent,
+        min_confidence=options.ambiguity_min_confidence,
+        min_gap=options.ambiguity_min_gap,
+        floor=options.min_confidence_score,
+    )
+    if ambiguity is None:
+        return Outcome("done", "the intent is clear")
+    run.reply = clarifying_question(run.message, ambiguity.candidates)
+    return Outcome("shortcut", ambiguity.reason, "A")
+
+
+def _system(run: ChatRun) -> Outcome:
+    if not run.intent.is_all_system:
+        return Outcome("done", "not a system message")
+    run.reply = system_reply(run.message, run.intent)
+    return Outcome("shortcut", "every intent is SYSTEM", "B")
+
+
+def _retrieve(run: ChatRun) -> Outcome:
+    c = run.collaborators
+    calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools else []
+    ctx = contextvars.copy_context()
+    pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
+    search = _search(run) if run.kb is not None and (run.intent.wants_kb or not calls) else stages.KbSearch()
+    run.tool_results = pending.result() if pending else []
+    limit = stages.evidence_limit(run.options)
+    run.evidence = stages.number_evidence(search.references, run.tool_results, limit=limit, url_for=_url_for(run))
+    _emit_evidence(run, search.reason)
+    status = "failed" if search.reason == SEARCH_FAILED else "done"
+    if not run.evidence and not run.tool_results:
+        run.reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", search.reason)
+        return Outcome("failed" if status == "failed" else "shortcut", search.reason or "no evidence", "C")
+    degraded = " (rerank failed: original order)" if search.is_rerank_degraded else ""
+    return Outcome(status, f"{len(search.references[:limit])} KB, {len(run.tool_results)} tool{degraded}")
+
+
+def _search(run: ChatRun) -> stages.KbSearch:
+    """Search the KB; a failing search is empty (seed 001 §10), its span says why."""
+    queries = run.rewrite.queries or (run.message,)
+    with run.recorder.span("kb", "retrieval", input=list(queries)) as span:
+        try:
+            params = stages.retrieval_params(run.kb, run.options)
+            search = stages.search_kb(queries, run.kb, params, retriever=run.collaborators.retriever)
+        except Exception as error:
+            logger.warning("KB search failed, continuing without evidence: %s", error, exc_info=True)
+            span.fail(error)
+            return stages.KbSearch(reason=SEARCH_FAILED)
+        span.output = f"{len(search.references)} references; {search.reason}".rstrip("; ")
+    _record_retrieval_spans(run, span.start_ms, search)
+    return search
+
+
+def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSearch) -> None:
+    """One span per retrieval step of each query (bm25, vector, fusion, rerank, gate …)."""
+    rerank_error = next((w for w in search.warnings if w.startswith(stages.RERANK_WARNING)), "")
+    offset = start_ms
+    for result in search.results:
+        for name, ms in result.timings_ms.items():
+            if name == "total":
+                continue
+            error = rerank_error if name == "rerank" else ""
+            status = "degraded" if error else "ok"
+            run.recorder.add(f"kb.{name}", "retrieval", start_ms=round(offset, 3), ms=ms, status=status, error=error)
+            offset += ms
+
+
+def _call_tools(run: ChatRun, calls: list) -> list[ToolResult]:
+    results = stages.run_tool_calls(calls, run.collaborators.tools)
+    for result in results:
+        start = run.recorder.elapsed_ms() - result.ms
+        run.recorder.add(f"tool.{result.name}", "tool", start_ms=start, ms=result.ms, input=result.parameters,
+                         output=result.output, status="ok" if result.ok else "failed", error=result.error)
+    return results
+
+
+def _emit_evidence(run: ChatRun, reason: str) -> None:
+    for result in run.tool_results:
+        run.emit("tool", "retrieve", **result.as_event())
+    evidence = [item.as_event() for item in run.evidence]
+    run.emit("retrieval", "retrieve", count=len(evidence), evidence=evidence, reason=reason)
+
+
+def _url_for(run: ChatRun) -> Callable[[Any], str]:
+    slug = run.kb.slug if run.kb else ""
+
+    def url(candidate: Any) -> str:
+        return reverse("document-detail", args=[slug, candidate.doc_id]) + f"#chunk-{candidate.chunk_id}"
+
+    return url
+
+
+def _prompt(run: ChatRun) -> Outcome:
+    history = tuple(
+        Turn(t.role, t.content[:HISTORY_TURN_CHARS])
+        for t in stages.recent_turns(run.history, run.options.rewrite_history_turns)
+    )
+    run.prompt = assemble_prompt(
+        run.rewrite.query, run.evidence, history,
+        original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
+    )
+    p = run.prompt
+    return Outcome("done", f"{p.mode} · {p.task} · temperature {p.temperature} · {p.chars} chars")
+
+
+def _generate(run: ChatRun) -> Outcome:
+    assert run.prompt is not None
+    stream = stages.open_stream(run.prompt, run.collaborators.llm, max_tokens=run.options.max_answer_tokens)
+    with run.recorder.span("llm", "llm", input=run.prompt.as_text()) as span:
+        try:
+            for piece in stream:
+                if run.is_cancelled():
+                    run.status = "cancelled"
+                    span.status = "cancelled"
+                    break
+                run.deliver(piece)
+        finally:
+            _close(stream)
+            run.provider = getattr(stream, "provider", "")
+            span.output = "".join(run.pieces)
+    tries = len(getattr(stream, "attempts", ()))
+    detail = f"{run.provider or 'llm'} · {len(run.pieces)} pieces" + (f" · {tries} attempts" if tries > 1 else "")
+    if run.status == "cancelled":
+        return Outcome("done", f"cancelled by the client: {detail}")
+    return Outcome("done", detail)
+
+
+def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
+HANDLERS: dict[str, Callable[[ChatRun], Outcome]] = {
+    "memory": _memory,
+    "rewrite": _rewrite,
+    "intent": _intent,
+    "guide": _guide,
+    "system": _system,
+    "retrieve": _retrieve,
+    "prompt": _prompt,
+    "generate": _generate,
+}
+
+
+# --- degrade paths (seed 001 §10) -------------------------------------------------------------
+
+
+def _degrade_memory(run: ChatRun, error: Exception) -> Outcome:
+    run.history = ()
+    return Outcome("failed", f"no history: {error}")
+
+
+def _degrade_rewrite(run: ChatRun, error: Exception) -> Outcome:
+    run.rewrite = unchanged(run.message, "fallback")
+    return Outcome("failed", f"kept the original query: {error}")
+
+
+def _degrade_intent(run: ChatRun, error: Exception) -> Outcome:
+    run.intent = DEFAULT_INTENT
+    run.emit("intent", "intent", **run.intent.as_event())
+    return Outcome("failed", f"default KB intent: {error}")
+
+
+def _degrade_check(run: ChatRun, error: Exception) -> Outcome:
+    return Outcome("failed", f"check skipped: {error}")
+
+
+def _degrade_retrieve(run: ChatRun, error: Exception) -> Outcome:
+    run.evidence = ()
+    run.reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", SEARCH_FAILED)
+    return Outcome("failed", f"no evidence: {error}", "C")
+
+
+DEGRADES: dict[str, Callable[[ChatRun, Exception], Outcome]] = {
+    "memory": _degrade_memory,
+    "rewrite": _degrade_rewrite,
+    "intent": _degrade_intent,
+    "guide": _degrade_check,
+    "system": _degrade_check,
+    "retrieve": _degrade_retrieve,
+}

@@ -1,0 +1,103 @@
+"""One chat request on its way through the graph: its collaborators, state and events."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from agentic_rag.tracing import SpanRecorder
+from chat.events import PipelineEvent
+
+from . import stages
+from .collaborators import Cache
+from .intent import DEFAULT_INTENT, IntentResult
+from .options import StageTiming
+from .prompt import Prompt
+from .rewrite import Rewrite, unchanged
+from .state import EvidenceItem, Turn
+from .store import Admitted
+from .tools import ToolChannel, ToolResult
+
+logger = logging.getLogger("chat.pipeline")
+
+Emit = Callable[[PipelineEvent], None]
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    llm: Any
+    retriever: stages.Retriever
+    tools: ToolChannel
+    cache: Cache
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str = "done"  # "done" | "skipped" | "failed" | "shortcut"
+    detail: str = ""
+    shortcut: str = ""
+
+
+class ChatRun:
+    """One request on its way through the graph: inputs, what the stages found, events out."""
+
+    def __init__(self, admitted: Admitted, collaborators: Collaborators, emit: Emit, cancelled: Callable[[], bool]):
+        self.admitted = admitted
+        self.options = admitted.request.options
+        self.message = admitted.message
+        self.kb = admitted.kb
+        self.conversation = admitted.conversation
+        self.collaborators = collaborators
+        self.trace_id = str(uuid.uuid4())
+        self.recorder = SpanRecorder(max_chars=settings.CHAT_SPAN_MAX_CHARS)
+        self.history: tuple[Turn, ...] = ()
+        self.rewrite: Rewrite = unchanged(self.message, "pending")
+        self.intent: IntentResult = DEFAULT_INTENT
+        self.evidence: tuple[EvidenceItem, ...] = ()
+        self.tool_results: list[ToolResult] = []
+        self.prompt: Prompt | None = None
+        self.provider = ""
+        self.reply = ""  # a shortcut's answer
+        self.shortcut = ""
+        self.pieces: list[str] = []
+        self.first_token_ms: float | None = None
+        self.stages: list[StageTiming] = []
+        self.status = "done"  # "done" | "failed" | "cancelled"
+        self.error = ""
+        self.error_code = ""
+        self._emit = emit
+        self._cancelled = cancelled
+        self._lock = threading.Lock()
+        self._is_client_gone = False
+
+    def emit(self, type: str, stage: str = "", ms: float = 0.0, /, **data: Any) -> None:
+        """Send an event (one at a time, whichever thread calls); a failing receiver cancels the run."""
+        with self._lock:
+            if self._is_client_gone:
+                return
+            try:
+                self._emit(PipelineEvent(type, stage, round(ms, 3), data))
+            except Exception:
+                logger.warning("the event receiver failed; treating the client as gone", exc_info=True)
+                self._is_client_gone = True
+
+    def is_cancelled(self) -> bool:
+        return self._is_client_gone or self._cancelled()
+
+    @property
+    def is_stopped(self) -> bool:
+        return bool(self.shortcut) or self.status != "done"
+
+    def deliver(self, piece: str) -> None:
+        """Stream one piece of the answer to the client."""
+        if self.first_token_ms is None:
+            self.first_token_ms = self.recorder.elapsed_ms()
+            self.emit("first_token", "generate", self.first_token_ms)
+        self.pieces.append(piece)
+        self.emit("token", "generate", text=piece)

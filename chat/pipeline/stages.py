@@ -1,0 +1,145 @@
+"""The stages of the chat pipeline as small functions of their inputs and collaborators.
+
+S2 (rewrite.py), S3 (intent.py) and S7 (prompt.py) have modules of their own; the runner
+wires all of them to the declared graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentic_rag.llm import CompletionOptions
+from knowledge.candidates import Candidate
+from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
+
+from .intent import Intent, IntentResult
+from .options import ChatOptions
+from .prompt import Prompt
+from .state import EvidenceItem, Turn
+from .tools import ToolCall, ToolChannel, ToolResult
+
+Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
+
+NO_REFERENCE = "no passage passed the quality gate"
+NO_MATCH = "nothing in the knowledge base matches the query"
+RERANK_WARNING = "rerank skipped"
+
+
+# --- S1 memory -----------------------------------------------------------------------------
+
+
+def recent_turns(turns: Sequence[Turn], limit: int) -> tuple[Turn, ...]:
+    """The last `limit` exchanges (a user turn and its answer each)."""
+    return tuple(turns[-2 * limit :]) if limit > 0 else ()
+
+
+# --- S4 ambiguity guide ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ambiguity:
+    reason: str
+    candidates: tuple[Intent, ...]
+
+
+def find_ambiguity(
+    intent: IntentResult, *, min_confidence: float, min_gap: float, floor: float = 0.0
+) -> Ambiguity | None:
+    """Shortcut A's test: a weak top intent, or a rival (at least `floor`) too close to it."""
+    top = intent.top
+    rivals = tuple(i for i in intent.intents[1:] if i.confidence >= floor)
+    candidates = (top, *rivals[:1])
+    if top.confidence < min_confidence:
+        return Ambiguity(f"top confidence {top.confidence:.2f} < {min_confidence:.2f}", candidates)
+    if rivals and top.confidence - rivals[0].confidence < min_gap:
+        gap = top.confidence - rivals[0].confidence
+        return Ambiguity(f"top-2 gap {gap:.2f} < {min_gap:.2f}", candidates)
+    return None
+
+
+# --- S6 KB ∥ tools ---------------------------------------------------------------------------
+
+
+@dataclass
+class KbSearch:
+    references: list[Candidate] = field(default_factory=list)
+    results: list[RetrievalResult] = field(default_factory=list)
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def is_rerank_degraded(self) -> bool:
+        return any(warning.startswith(RERANK_WARNING) for warning in self.warnings)
+
+
+def retrieval_params(kb: Any, options: ChatOptions) -> RetrievalParams:
+    """The KB's stored retrieval settings with the request's switches on top."""
+    return params_for_kb(kb, mode=options.search_mode, top_k=options.top_k, rerank=options.enable_rerank)
+
+
+def search_kb(queries: Sequence[str], kb: Any, params: RetrievalParams, *, retriever: Retriever) -> KbSearch:
+    """Retrieve for each query; keep each chunk once, in the order the queries found them."""
+    search = KbSearch(results=[retriever(query, kb, params) for query in queries])
+    seen: set[int] = set()
+    for result in search.results:
+        search.warnings.extend(result.warnings)
+        for reference in result.references:
+            if reference.chunk_id not in seen:
+                seen.add(reference.chunk_id)
+                search.references.append(reference)
+    if not search.references:
+        reasons = [result.reason for result in search.results if result.reason]
+        has_candidates = any(result.candidates for result in search.results)
+        search.reason = reasons[0] if reasons else (NO_REFERENCE if has_candidates else NO_MATCH)
+    return search
+
+
+def evidence_limit(options: ChatOptions) -> int:
+    return min(options.top_k, options.rerank_top_k) if options.enable_rerank else options.top_k
+
+
+def run_tool_calls(calls: Sequence[ToolCall], channel: ToolChannel) -> list[ToolResult]:
+    return [channel.run(call) for call in calls]
+
+
+def number_evidence(
+    references: Sequence[Candidate],
+    tool_results: Sequence[ToolResult],
+    *,
+    limit: int,
+    url_for: Callable[[Candidate], str] = lambda candidate: "",
+) -> tuple[EvidenceItem, ...]:
+    """Number KB references from 1, then the successful tool outputs after them."""
+    items = [
+        EvidenceItem(
+            n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.section, float(c.score), url_for(c)
+        )
+        for n, c in enumerate(references[:limit], 1)
+    ]
+    ok_results = [result for result in tool_results if result.ok]
+    items += [
+        EvidenceItem(len(items) + i, "TOOL", result.name, result.output)
+        for i, result in enumerate(ok_results, 1)
+    ]
+    return tuple(items)
+
+
+# --- S8 streaming ----------------------------------------------------------------------------
+
+
+def open_stream(prompt: Prompt, llm: Any, *, max_tokens: int) -> Any:
+    """Start the model's answer (lazy: nothing is sent until it is iterated).
+
+    The router's model providers already drop `<think>` blocks across chunks; filtering
+    again here would also cut the extractive provider's verbatim quotes of documents
+    that mention the tag.
+    """
+    options = CompletionOptions(temperature=prompt.temperature, max_tokens=max_tokens)
+    return llm.stream(list(prompt.messages), options)
+
+
+def split_reply(text: str, size: int = 24) -> list[str]:
+    """Cut a ready-made reply into token-sized pieces, so it streams like an answer."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from chat.models import Conversation
+
+pytestmark = pytest.mark.django_db
+
+
+def ask(*args: str) -> str:
+    out = io.StringIO()
+    call_command("ask", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_prints_the_agreed_json_object(docs_kb):
+    data = json.loads(ask("How does hybrid search fuse the rankings?", "--kb", "alice-kb", "--json"))
+
+    assert list(data) == ["answer", "citations", "intent", "route", "tools", "shortcut", "trace_id", "stages"]
+    assert data["intent"] == "KB" and data["route"] == "alice-kb" and data["tools"] == [] and data["shortcut"] is None
+    assert data["citations"] and all(list(c) == ["n", "doc", "chunk_id", "quote"] for c in data["citations"])
+    assert data["citations"][0]["doc"] == "hybrid.md" and data["citations"][0]["quote"] in data["answer"]
+    assert [s["name"] for s in data["stages"]] == [
+        "memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"]
+    assert all(list(s) == ["name", "ms", "status"] for s in data["stages"])
+
+
+def test_it_reports_a_shortcut_in_json(docs_kb):
+    data = json.loads(ask("hello", "--kb", "alice-kb", "--json"))
+
+    assert data["shortcut"] == "B" and data["intent"] == "SYSTEM" and data["citations"] == []
+
+
+def test_it_prints_a_readable_answer_with_citations_and_timings(docs_kb):
+    text = ask("How does hybrid search fuse the rankings?", "--kb", "alice-kb")
+
+    assert "Extractive answer" in text and "Citations:" in text and "[1] hybrid.md #" in text
+    assert "retrieve" in text and "total" in text and " ms" in text
+
+
+def test_it_continues_a_session_and_asks_as_a_given_user(docs_kb, alice):
+    ask("What is hybrid search?", "--kb", "alice-kb", "--session", "cli-1", "--user", "alice")
+    ask("What are its weights?", "--kb", "alice-kb", "--session", "cli-1", "--user", "alice")
+
+    assert Conversation.objects.get(user=alice, session_id="cli-1").messages.count() == 4
+
+
+def test_it_refuses_a_kb_the_user_may_not_read(docs_kb, bob):
+    with pytest.raises(CommandError, match="no knowledge base 'alice-kb' you can read"):
+        ask("What is hybrid search?", "--kb", "alice-kb", "--user", "bob")
+
+
+def test_it_refuses_an_unknown_user(docs_kb):
+    with pytest.raises(CommandError, match="no user 'carol'"):
+        ask("Hi", "--kb", "alice-kb", "--user", "carol")

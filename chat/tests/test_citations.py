@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider
+from chat.pipeline.citations import check_citations, display_answer, find_citations, verify_quote
+from chat.pipeline.prompt import assemble_prompt
+from chat.pipeline.state import EvidenceItem
+
+EVIDENCE = (
+    EvidenceItem(1, "KB", "hybrid.md", "Hybrid search fuses BM25 and vectors. RRF uses k = 60.", 3, 30, "1 Hybrid"),
+    EvidenceItem(2, "KB", "施工.md", "按照 GB 50204-2015 执行混凝土结构验收。架桥机进场前应完成技术交底。", 4, 40, "1 施工准备"),
+    EvidenceItem(3, "TOOL", "calculator", "2 + 2 = 4"),
+)
+
+
+def test_it_cites_the_sentence_before_each_mark():
+    answer = "(Extractive answer.)\n\nHybrid search fuses BM25 and vectors. [1] RRF uses k = 60. [1][2]"
+
+    found = [(c.n, c.quote) for c in find_citations(answer)]
+
+    assert found == [(1, "Hybrid search fuses BM25 and vectors."), (1, "RRF uses k = 60."), (2, "RRF uses k = 60.")]
+
+
+def test_it_reads_chinese_marks_and_number_lists():
+    answer = "架桥机进场前应完成技术交底。[2]按照 GB 50204-2015 执行混凝土结构验收。[1, 2]"
+
+    found = [(c.n, c.quote) for c in find_citations(answer)]
+
+    assert found == [(2, "架桥机进场前应完成技术交底。"), (1, "按照 GB 50204-2015 执行混凝土结构验收。"),
+                     (2, "按照 GB 50204-2015 执行混凝土结构验收。")]
+
+
+def test_it_maps_marks_to_evidence_and_verifies_their_quotes():
+    answer = "Hybrid search fuses BM25 and vectors. [1] Hybrid search is the best method ever. [1] 2 + 2 = 4 [3]"
+
+    citations = check_citations(answer, EVIDENCE)
+
+    assert [(c.n, c.doc, c.chunk_id, c.verified) for c in citations] == [
+        (1, "hybrid.md", 30, True), (1, "hybrid.md", 30, False), (3, "calculator", None, True)]
+    assert citations[1].reason == "quote not found in the cited source"
+    assert citations[2].source == "TOOL"
+
+
+def test_it_flags_a_number_without_evidence():
+    citations = check_citations("Something true. [7]", EVIDENCE)
+
+    assert [(c.n, c.verified, c.reason, c.doc) for c in citations] == [(7, False, "no evidence [7]", "")]
+
+
+def test_it_uses_a_cite_tags_quote_and_shows_it_as_a_mark():
+    answer = ('<cite doc_id="1" quote="RRF uses k = 60">The constant is sixty.</cite> '
+              '<cite doc_id="2" quote="not in the source">It is fine.</cite>')
+
+    citations = check_citations(answer, EVIDENCE)
+
+    assert [(c.n, c.quote, c.sentence, c.verified) for c in citations] == [
+        (1, "RRF uses k = 60", "The constant is sixty.", True), (2, "not in the source", "It is fine.", False)]
+    assert display_answer(answer) == "The constant is sixty. [1] It is fine. [2]"
+
+
+@pytest.mark.parametrize(
+    ("quote", "verified"),
+    [("hybrid search FUSES bm25   and vectors", True), ("RRF uses k = 60", True), ("**RRF** uses k = 60.", True),
+     ("RRF uses k = 61", False), ("", False), ("  .  ", False)],
+)  # fmt: skip
+def test_it_compares_quotes_ignoring_case_spacing_and_end_punctuation(quote, verified):
+    assert verify_quote(quote, EVIDENCE[0].text)[0] is verified
+
+
+@pytest.mark.parametrize(
+    "question", ["How does hybrid search fuse results?", "架桥机进场前要做什么？", "What is RRF's k?"]
+)
+def test_it_always_verifies_the_extractive_generators_quotes(question):
+    prompt = assemble_prompt(question, EVIDENCE)
+    answer = ExtractiveProvider().complete(list(prompt.messages), CompletionOptions()).text
+
+    citations = check_citations(answer, EVIDENCE)
+
+    assert citations and all(c.verified for c in citations), (answer, citations)

@@ -1,0 +1,327 @@
+"""The pipeline end to end: answers, shortcuts, degrade paths, streaming models, traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rag.llm.testing import FakeReply
+from chat.models import Conversation, Message, Span, Trace
+from chat.pipeline import ChatOptions, ChatRequest, run_chat
+from chat.pipeline.tools import Tool, ToolRegistry
+from chat.tests.conftest import DOCS, ingest_docs, model_router
+from chat.tests.test_tracing import settings_handler
+from knowledge.models import KnowledgeBase
+
+pytestmark = pytest.mark.django_db
+
+STAGES = ["memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"]
+QUESTION = "How does hybrid search fuse the rankings?"
+
+
+def ask(user, message=QUESTION, *, emit, kb="alice-kb", session=None, **kwargs):
+    options = kwargs.pop("options", None) or ChatOptions(kb_slug=kb)
+    return run_chat(ChatRequest(user, session, message, options), emit=emit, **kwargs)
+
+
+def test_it_answers_from_the_kb_with_cited_verified_quotes(docs_kb, alice, extractive, events):
+    result = ask(alice, emit=events, llm=extractive)
+
+    assert result.status == "done" and result.shortcut is None and result.intent == "KB"
+    assert "Hybrid search fuses the BM25 ranking and the vector ranking" in result.answer
+    assert result.citations and all(c["doc"] == "hybrid.md" for c in result.citations if c["n"] == 1)
+    assert result.verification and all(v["verified"] for v in result.verification)
+    assert [s.name for s in result.stages] == STAGES
+    assert all(s.status == "done" for s in result.stages)
+
+
+def test_it_emits_the_events_of_the_contract_in_order(docs_kb, alice, extractive, events):
+    result = ask(alice, emit=events, llm=extractive)
+
+    types = events.types()
+    assert types[:2] == ["session", "route"] and types[-1] == "final"
+    assert types.index("intent") < types.index("retrieval") < types.index("first_token") < types.index("token")
+    ended = [e.stage for e in events.of("stage_end")]
+    assert ended[0] == "memory" and set(ended[1:3]) == {"rewrite", "intent"} and ended[3:] == STAGES[3:]
+    assert events.one("session").data == {
+        "session_id": result.session_id, "conversation_id": result.conversation_id, "trace_id": result.trace_id}
+    assert events.one("route").data["kb_prefix"] == "alice-kb"
+    assert events.one("intent").data == {
+        "intents": [{"name": "KB", "confidence": 0.7, "tool": "", "topic": ""}], "method": "rules"}
+    retrieval = events.one("retrieval").data
+    assert retrieval["count"] == len(retrieval["evidence"]) >= 1
+    first = retrieval["evidence"][0]
+    assert set(first) >= {"n", "source", "doc", "chunk_id", "section", "score", "preview", "url"}
+    assert first["n"] == 1 and first["source"] == "KB" and first["url"].endswith(f"#chunk-{first['chunk_id']}")
+    assert events.tokens() == result.answer
+    assert {c.data["n"] for c in events.of("citation")} <= {e["n"] for e in retrieval["evidence"]}
+    final = events.one("final")
+    assert final.ms == result.total_ms and final.data["trace_id"] == result.trace_id
+    assert final.data["response"] == result.answer and final.data["shortcut"] is None
+    assert set(final.data) >= {"trace_id", "total_ms", "response", "citations", "shortcut", "verification"}
+    assert events.one("first_token").ms == result.first_token_ms > 0
+
+
+def test_it_stores_the_conversation_messages_trace_and_spans(docs_kb, alice, extractive, events):
+    result = ask(alice, emit=events, llm=extractive, session="s-1")
+
+    conversation = Conversation.objects.get(user=alice, session_id="s-1")
+    assert conversation.kb == docs_kb and conversation.title == QUESTION
+    question, answer = conversation.messages.all()
+    assert (question.role, question.content) == ("user", QUESTION)
+    assert answer.role == "assistant" and answer.content == result.answer and not answer.partial
+    assert answer.citations == list(result.citations) and answer.pk == result.message_id
+    assert answer.debug["evidence"][0]["text"] and answer.debug["trace_id"] == result.trace_id
+    trace = Trace.objects.get(trace_id=result.trace_id)
+    assert answer.trace == question.trace == trace and trace.conversation == conversation
+    assert (trace.route, trace.intent, trace.shortcut, trace.status) == ("alice-kb", "KB", "", "done")
+    assert trace.total_ms == result.total_ms and trace.first_token_ms == result.first_token_ms
+    assert trace.verification == list(result.verification)
+    spans = {span.name: span for span in trace.spans.all()}
+    assert set(STAGES) | {"kb", "llm", "verify", "kb.bm25", "kb.vector", "kb.gate"} <= set(spans)
+    assert spans["kb"].kind == "retrieval" and spans["llm"].kind == "llm" and spans["memory"].kind == "stage"
+    assert spans["llm"].output == "".join(events.tokens()) and "<documents>" in spans["llm"].input
+    assert all(span.start_ms <= trace.total_ms for span in spans.values())
+
+
+def test_it_cuts_span_text_to_the_setting(docs_kb, alice, extractive, events, settings):
+    settings.CHAT_SPAN_MAX_CHARS = 50
+
+    result = ask(alice, emit=events, llm=extractive)
+
+    assert max(len(span.input) for span in Span.objects.filter(trace__trace_id=result.trace_id)) == 50
+
+
+def test_it_continues_a_conversation_with_its_history(docs_kb, alice, extractive, events):
+    ask(alice, "What is hybrid search?", emit=events, llm=extractive, session="s-2")
+    events.clear()
+
+    result = ask(alice, "How does it weigh the vector score?", emit=events, llm=extractive, session="s-2")
+
+    assert events.stage_end("memory")["detail"] == "1 earlier turns"
+    assert "hybrid search" in events.stage_end("rewrite")["detail"]
+    assert result.conversation_id == Conversation.objects.get(session_id="s-2").pk
+    assert Message.objects.filter(conversation_id=result.conversation_id).count() == 4
+
+
+# --- shortcuts -------------------------------------------------------------------------------
+
+
+def test_it_asks_a_clarifying_question_for_a_vague_message_shortcut_a(docs_kb, alice, extractive, events):
+    result = ask(alice, "它呢？", emit=events, llm=extractive)
+
+    assert result.shortcut == "A" and result.answer.startswith("能再具体一点吗")
+    assert events.stage_end("guide") == {"status": "shortcut", "shortcut": "A", "detail": "top confidence 0.40 < 0.70"}
+    assert [events.stage_end(s)["status"] for s in STAGES[4:]] == ["skipped"] * 4
+    assert "retrieval" not in events.types() and events.of("final")[0].data["shortcut"] == "A"
+    assert Trace.objects.get(trace_id=result.trace_id).shortcut == "A"
+    assert Message.objects.get(pk=result.message_id).content == result.answer
+
+
+def test_it_asks_which_tool_when_two_are_equally_likely_shortcut_a(docs_kb, alice, extractive, events):
+    tools = ToolRegistry(tuple(
+        Tool(name, f"{name} for tests", handler=lambda p: "never called", extract=lambda m: {})
+        for name in ("weather", "currency")))
+
+    result = ask(alice, "weather in Paris and the USD exchange rate", emit=events, llm=extractive, tools=tools)
+
+    assert result.shortcut == "A" and "currency" in result.answer and "weather" in result.answer
+    assert events.stage_end("guide")["detail"] == "top-2 gap 0.00 < 0.15"
+
+
+def test_it_answers_a_greeting_directly_shortcut_b(docs_kb, alice, extractive, events):
+    result = ask(alice, "你好", emit=events, llm=extractive)
+
+    assert result.shortcut == "B" and result.intent == "SYSTEM" and result.answer.startswith("你好！")
+    assert events.stage_end("system")["shortcut"] == "B"
+    assert [events.stage_end(s)["status"] for s in ("retrieve", "prompt", "generate")] == ["skipped"] * 3
+    assert events.tokens() == result.answer and "first_token" in events.types()
+
+
+def test_it_says_so_when_the_kb_has_nothing_shortcut_c(kb, alice, extractive, events):
+    result = ask(alice, QUESTION, emit=events, llm=extractive)
+
+    assert result.shortcut == "C" and "the knowledge base has no ready documents" in result.answer
+    assert events.stage_end("retrieve")["shortcut"] == "C"
+    assert events.one("retrieval").data == {"count": 0, "evidence": [], "reason": "the knowledge base has no ready documents"}
+    assert [events.stage_end(s)["status"] for s in ("prompt", "generate")] == ["skipped", "skipped"]
+    assert not Span.objects.filter(trace__trace_id=result.trace_id, name="llm").exists()
+
+
+def test_it_says_so_when_no_kb_is_selected_shortcut_c(alice, extractive, events):
+    result = ask(alice, QUESTION, emit=events, llm=extractive, kb=None)
+
+    assert result.shortcut == "C" and result.route is None and "No knowledge base is selected" in result.answer
+    assert events.one("route").data["method"] == "none"
+
+
+# --- degrade paths (seed 001 §10) ---------------------------------------------------------------
+
+
+def test_it_keeps_the_original_query_when_rewrite_fails(docs_kb, alice, extractive, events, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("rewrite exploded")
+
+    monkeypatch.setattr("chat.pipeline.nodes.rewrite_query", broken)
+
+    result = ask(alice, f"请问 {QUESTION}", emit=events, llm=extractive)
+
+    assert events.stage_end("rewrite")["status"] == "failed"
+    assert "rewrite exploded" in events.stage_end("rewrite")["detail"]
+    assert result.status == "done" and result.citations
+    span = Span.objects.get(trace__trace_id=result.trace_id, name="rewrite")
+    assert span.status == "degraded" and "rewrite exploded" in span.error
+
+
+def test_it_falls_back_to_the_kb_intent_when_intent_fails(docs_kb, alice, extractive, events, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("intent exploded")
+
+    monkeypatch.setattr("chat.pipeline.nodes.classify_intent", broken)
+
+    result = ask(alice, "你好", emit=events, llm=extractive)  # would be shortcut B
+
+    assert events.stage_end("intent")["status"] == "failed"
+    assert events.one("intent").data["method"] == "fallback" and result.intent == "KB"
+    assert result.shortcut is None and result.status == "done"
+
+
+def test_it_continues_without_evidence_when_the_search_fails(docs_kb, alice, extractive, events):
+    def broken(query, kb, params):
+        raise ConnectionError("index unreachable")
+
+    result = ask(alice, emit=events, llm=extractive, retriever=broken)
+
+    assert events.stage_end("retrieve") == {"status": "failed", "shortcut": "C", "detail": "the search failed"}
+    assert result.shortcut == "C" and "the search failed" in result.answer and result.status == "done"
+    span = Span.objects.get(trace__trace_id=result.trace_id, name="kb")
+    assert span.status == "failed" and "index unreachable" in span.error
+
+
+def test_it_keeps_the_fused_order_when_rerank_fails(docs_kb, alice, extractive, events, monkeypatch):
+    def broken(self, query, candidates):
+        raise RuntimeError("reranker exploded")
+
+    monkeypatch.setattr("knowledge.rerank.FiveFactorReranker.rerank", broken)
+    ingest_docs(docs_kb, {f"extra-{i}.md": f"# {i}\n\nHybrid search note {i} about fusion." for i in range(4)})
+
+    result = ask(alice, emit=events, llm=extractive)
+
+    assert result.status == "done" and result.citations
+    assert "rerank failed" in events.stage_end("retrieve")["detail"]
+    assert Span.objects.filter(trace__trace_id=result.trace_id, name="kb.rerank", status="degraded").exists()
+
+
+def test_it_honours_the_switches_of_a_request(docs_kb, alice, extractive, events):
+    options = ChatOptions(kb_slug="alice-kb", enable_query_rewrite=False, enable_source_citation=False, top_k=1)
+
+    result = ask(alice, f"请问 {QUESTION}", emit=events, llm=extractive, options=options)
+
+    assert events.stage_end("rewrite") == {"status": "skipped", "detail": "query rewrite is switched off"}
+    assert events.one("retrieval").data["count"] == 1
+    assert result.citations == () and result.verification == ()
+
+
+# --- streaming models ---------------------------------------------------------------------------
+
+
+def test_it_streams_a_models_answer_without_its_thinking(docs_kb, alice, fake_server, events):
+    answer = ("Hybrid search fuses the BM25 ranking and the vector ranking with reciprocal rank fusion. [1] "
+              "It was invented in 1850. [1]")
+    fake_server.default = FakeReply(chunks=("<thi", "nk>weigh the options</th", "ink>\n", answer[:30], answer[30:]))
+    options = ChatOptions(kb_slug="alice-kb", enable_query_rewrite=False)
+
+    result = ask(alice, emit=events, llm=model_router(fake_server), options=options)
+
+    assert events.tokens() == result.answer == answer
+    assert [v["verified"] for v in result.verification] == [True, False]
+    stream = fake_server.chat_requests[-1]
+    assert stream.body["stream"] is True and stream.body["temperature"] == 0.1
+    prompt = "\n".join(m["content"] for m in stream.messages)
+    assert "<documents>" in prompt and f"<question>{QUESTION}</question>" in prompt
+    assert "fake-model" not in result.answer and events.stage_end("generate")["detail"].startswith("openai")
+
+
+def test_it_ends_with_an_error_and_a_partial_message_when_the_model_stalls(docs_kb, alice, fake_server, events):
+    fake_server.default = FakeReply(chunks=("Hybrid ", "search ", "fuses ", "rankings."), stall_after=2, stall_s=30)
+    options = ChatOptions(kb_slug="alice-kb", enable_query_rewrite=False)
+
+    result = ask(alice, emit=events, llm=model_router(fake_server, chunk_s=0.3), options=options)
+
+    assert result.status == "failed" and result.partial and events.tokens() == "Hybrid search "
+    assert events.types()[-1] == "error" and "final" not in events.types()
+    assert events.of("error")[0].data["code"] == "llm_interrupted"
+    message = Message.objects.get(pk=result.message_id)
+    assert message.partial and message.content == "Hybrid search "
+    trace = Trace.objects.get(trace_id=result.trace_id)
+    assert trace.status == "failed" and "stream broke" in trace.error
+    assert Span.objects.get(trace=trace, name="generate").status == "failed"
+
+
+def test_it_stores_a_partial_answer_when_the_client_goes_away(docs_kb, alice, extractive, events):
+    result = ask(alice, emit=events, llm=extractive, cancelled=lambda: len(events.of("token")) >= 3)
+
+    assert result.status == "cancelled" and result.partial and len(events.of("token")) == 3
+    assert events.types()[-1] == "final" and events.of("final")[0].data["status"] == "cancelled"
+    message = Message.objects.get(pk=result.message_id)
+    assert message.partial and message.content == events.tokens()
+    assert Trace.objects.get(trace_id=result.trace_id).status == "cancelled"
+
+
+def test_it_stops_before_generating_when_cancelled_early(docs_kb, alice, extractive, events):
+    result = ask(alice, emit=events, llm=extractive, cancelled=lambda: True)
+
+    assert result.status == "cancelled" and result.message_id is None and "token" not in events.types()
+    assert Message.objects.filter(conversation_id=result.conversation_id).count() == 1  # the question only
+
+
+def test_it_treats_a_failing_event_receiver_as_a_client_gone(docs_kb, alice, extractive):
+    seen = []
+
+    def emit(event):
+        seen.append(event.type)
+        if event.type == "token":
+            raise BrokenPipeError("socket closed")
+
+    result = ask(alice, emit=emit, llm=extractive)
+
+    assert result.status == "cancelled" and seen.count("token") == 1 and seen[-1] == "token"
+
+
+# --- logs ----------------------------------------------------------------------------------------
+
+
+def test_it_logs_every_line_of_a_request_with_its_trace_id(docs_kb, alice, extractive, events):
+    import logging
+
+    handler, stream = settings_handler()
+    logger = logging.getLogger("chat.pipeline")
+    logger.addHandler(handler)
+    try:
+        result = ask(alice, emit=events, llm=extractive)
+    finally:
+        logger.removeHandler(handler)
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 2 and all(f"[{result.trace_id}]" in line for line in lines)
+
+
+def test_it_reads_a_kb_shared_publicly_but_never_anothers_private_documents(docs_kb, alice, bob, extractive, events):
+    bobs = KnowledgeBase.objects.create(slug="bobs", name="Bob's", owner=bob, visibility="public")
+    ingest_docs(bobs, {"bob.md": "# Bob\n\nBob's hybrid search secret: fuse with a coin toss."})
+
+    result = ask(alice, emit=events, llm=extractive, kb="bobs")
+
+    assert {c["doc"] for c in result.citations} <= {"bob.md"}
+    assert all(e["doc"] not in DOCS for e in events.one("retrieval").data["evidence"])
+
+
+def test_it_resolves_a_follow_up_against_the_rewritten_earlier_question(docs_kb, alice, extractive, events):
+    ask(alice, "什么是混合检索？", emit=events, llm=extractive, session="s-3")
+    ask(alice, "它的权重是多少？", emit=events, llm=extractive, session="s-3")
+    events.clear()
+
+    ask(alice, "那向量检索呢？", emit=events, llm=extractive, session="s-3")
+
+    assert events.stage_end("rewrite")["detail"] == "rules: 向量检索的权重是多少？"
+    stored = Message.objects.filter(role="user", content="它的权重是多少？").get()
+    assert stored.debug == {"query": "混合检索的权重是多少？"}

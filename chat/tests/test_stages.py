@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import pytest
+
+from chat.pipeline.intent import Intent, IntentResult
+from chat.pipeline.options import ChatOptions
+from chat.pipeline.replies import clarifying_question, no_evidence_reply, system_reply
+from chat.pipeline.stages import (
+    NO_MATCH,
+    NO_REFERENCE,
+    evidence_limit,
+    find_ambiguity,
+    number_evidence,
+    recent_turns,
+    search_kb,
+    split_reply,
+)
+from chat.pipeline.state import Turn
+from chat.pipeline.tools import Tool, ToolCall, ToolRegistry, ToolResult
+from knowledge.candidates import Candidate
+from knowledge.retrieval import RetrievalParams, RetrievalResult
+
+
+def intents(*pairs) -> IntentResult:
+    return IntentResult(tuple(Intent(name, confidence, tool=tool) for name, confidence, tool in pairs), "rules")
+
+
+@pytest.mark.parametrize(
+    ("result", "reason"),
+    [(intents(("KB", 0.7, "")), None), (intents(("KB", 0.69, "")), "top confidence 0.69 < 0.70"),
+     (intents(("KB", 0.9, ""), ("TOOL", 0.8, "weather")), "top-2 gap 0.10 < 0.15"),
+     (intents(("KB", 0.9, ""), ("TOOL", 0.75, "weather")), None),
+     (intents(("KB", 0.9, ""), ("TOOL", 0.45, "weather")), None)],
+)  # fmt: skip
+def test_it_finds_ambiguity_by_confidence_and_top_2_gap(result, reason):
+    found = find_ambiguity(result, min_confidence=0.7, min_gap=0.15, floor=0.5)
+
+    assert (found.reason if found else None) == reason
+
+
+def test_it_ignores_rivals_below_the_minimum_confidence_score():
+    close = intents(("KB", 0.75, ""), ("TOOL", 0.65, "weather"))
+
+    assert find_ambiguity(close, min_confidence=0.7, min_gap=0.15, floor=0.5) is not None
+    assert find_ambiguity(close, min_confidence=0.7, min_gap=0.15, floor=0.7) is None
+
+
+def test_it_keeps_the_last_n_exchanges():
+    turns = [Turn("user" if i % 2 == 0 else "assistant", str(i)) for i in range(10)]
+
+    assert [t.content for t in recent_turns(turns, 2)] == ["6", "7", "8", "9"]
+    assert recent_turns(turns, 0) == ()
+
+
+def candidate(chunk_id: int, doc: str = "a.md", score: float = 0.5) -> Candidate:
+    return Candidate(chunk_id=chunk_id, doc_id=1, doc_name=doc, text=f"text {chunk_id}", score=score,
+                     section_index="1", section_title="Intro")
+
+
+def fake_retriever(results: dict[str, RetrievalResult]):
+    seen = []
+
+    def retrieve(query, kb, params):
+        seen.append((query, params))
+        return results[query]
+
+    retrieve.seen = seen
+    return retrieve
+
+
+def test_it_merges_the_references_of_every_query_once_each_in_order():
+    retriever = fake_retriever({
+        "q": RetrievalResult("q", "hybrid", candidates=[candidate(1), candidate(2)]),
+        "part": RetrievalResult("part", "hybrid", candidates=[candidate(2), candidate(3)], warnings=["w"]),
+    })
+
+    search = search_kb(["q", "part"], kb=None, params=RetrievalParams(), retriever=retriever)
+
+    assert [c.chunk_id for c in search.references] == [1, 2, 3] and search.reason == "" and search.warnings == ["w"]
+    assert [query for query, _ in retriever.seen] == ["q", "part"]
+
+
+@pytest.mark.parametrize(
+    ("results", "reason"),
+    [([RetrievalResult("q", "hybrid", reason="the knowledge base has no ready documents")],
+      "the knowledge base has no ready documents"),
+     ([RetrievalResult("q", "hybrid")], NO_MATCH)],
+)  # fmt: skip
+def test_it_says_why_there_is_no_evidence(results, reason):
+    search = search_kb(["q"], kb=None, params=RetrievalParams(), retriever=fake_retriever({"q": results[0]}))
+
+    assert search.references == [] and search.reason == reason
+
+
+def test_it_tells_a_gate_that_refused_everything_from_no_match():
+    from knowledge.gate import GateResult
+
+    result = RetrievalResult("q", "hybrid", candidates=[candidate(1)], gate=GateResult((), ()))
+
+    assert search_kb(["q"], None, RetrievalParams(), retriever=fake_retriever({"q": result})).reason == NO_REFERENCE
+
+
+def test_it_numbers_kb_evidence_first_then_successful_tool_outputs():
+    tools = [ToolResult("calculator", {"expression": "2+2"}, "4"), ToolResult("weather", {}, "", ok=False, error="x")]
+
+    items = number_evidence([candidate(7, "b.md"), candidate(8)], tools, limit=1, url_for=lambda c: f"/c/{c.chunk_id}")
+
+    assert [(i.n, i.source, i.doc, i.chunk_id, i.section, i.url) for i in items] == [
+        (1, "KB", "b.md", 7, "1 Intro", "/c/7"), (2, "TOOL", "calculator", None, "", "")]
+
+
+@pytest.mark.parametrize(("rerank", "top_k", "rerank_top_k", "limit"), [(True, 5, 3, 3), (False, 5, 3, 5), (True, 2, 5, 2)])
+def test_it_keeps_rerank_top_k_items_after_rerank(rerank, top_k, rerank_top_k, limit):
+    options = ChatOptions(enable_rerank=rerank, top_k=top_k, rerank_top_k=rerank_top_k)
+
+    assert evidence_limit(options) == limit
+
+
+def test_it_takes_option_defaults_from_settings(settings):
+    settings.CHAT_TOP_K = 9
+    settings.CHAT_ENABLE_QUERY_REWRITE = False
+
+    options = ChatOptions(kb_slug="x")
+
+    assert (options.top_k, options.enable_query_rewrite, options.rerank_top_k) == (9, False, 5)
+    assert options.replace(top_k=2).top_k == 2
+
+
+def test_it_cuts_a_reply_into_stream_pieces():
+    assert "".join(split_reply("x" * 50)) == "x" * 50 and len(split_reply("x" * 50)) == 3
+
+
+def test_it_runs_only_the_tools_a_message_calls_and_survives_a_failing_one():
+    def explode(parameters):
+        raise ValueError("bad input")
+
+    registry = ToolRegistry((
+        Tool("echo", "echoes", handler=lambda p: p["text"], extract=lambda m: {"text": m} if "echo" in m else None),
+        Tool("boom", "fails", handler=explode, extract=lambda m: {}),
+    ))
+
+    calls = registry.plan("echo this", ("echo", "boom", "missing"))
+
+    assert calls == [ToolCall("echo", {"text": "echo this"}), ToolCall("boom", {})]
+    assert registry.run(calls[0]).output == "echo this"
+    failed = registry.run(calls[1])
+    assert not failed.ok and failed.error == "ValueError: bad input"
+
+
+@pytest.mark.parametrize(
+    ("message", "start"),
+    [("你好", "你好！"), ("hello", "Hello!"), ("help", "Pick a knowledge base"), ("谢谢", "不客气")],
+)
+def test_it_answers_system_messages_in_their_language(message, start):
+    from chat.pipeline.intent import rule_intents
+
+    assert system_reply(message, rule_intents(message)).startswith(start)
+
+
+def test_it_words_clarifying_questions_and_no_evidence_replies():
+    both = (Intent("TOOL", 0.85, tool="weather"), Intent("TOOL", 0.85, tool="currency"))
+
+    assert clarifying_question("天气和汇率", both) == "我不太确定你的意思：你是想让我使用 weather 工具，还是使用 currency 工具？"
+    assert clarifying_question("what about it?", both[:1]).startswith("Could you be more specific?")
+    assert no_evidence_reply("What?", "Docs", "nothing in the knowledge base matches the query") == (
+        "I found nothing in the knowledge base \u201cDocs\u201d that answers this "
+        "(nothing in the knowledge base matches the query).")
+    assert "没有与问题匹配的内容" in no_evidence_reply("什么？", "Docs", "nothing in the knowledge base matches the query")

@@ -1,0 +1,270 @@
+"""The chat pages: the chat screen, sessions, feedback and the trace viewer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from chat.models import Conversation, Message
+from chat.pipeline import export_graph
+from knowledge.models import KnowledgeBase
+
+from .web_factories import ingest, make_exchange
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(bob):
+    client = Client()
+    client.force_login(bob)
+    return client
+
+
+@pytest.fixture
+def answer(alice, kb):
+    return make_exchange(alice, kb=kb)
+
+
+def page_urls(answer: Message) -> dict[str, str]:
+    session_id = answer.conversation.session_id
+    return {
+        "home": reverse("chat"),
+        "session": reverse("chat-session", args=[session_id]),
+        "delete": reverse("chat-delete", args=[session_id]),
+        "trace": reverse("trace-detail", args=[answer.trace.trace_id]),
+    }
+
+
+def post_urls(answer: Message) -> dict[str, str]:
+    session_id = answer.conversation.session_id
+    return {
+        "send": reverse("chat-send"),
+        "rename": reverse("chat-rename", args=[session_id]),
+        "delete": reverse("chat-delete", args=[session_id]),
+        "feedback": reverse("message-feedback", args=[answer.pk]),
+    }
+
+
+def test_it_serves_chat_at_the_root_and_knowledge_bases_under_kb():
+    assert reverse("chat") == "/"
+    assert reverse("knowledge-list") == "/kb/"
+
+
+@pytest.mark.parametrize("name", ["home", "session", "delete", "trace"])
+def test_it_requires_login_for_pages(client, answer, name):
+    url = page_urls(answer)[name]
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("name", ["send", "rename", "delete", "feedback"])
+def test_it_requires_login_for_posts(client, answer, name):
+    response = client.post(post_urls(answer)[name], {"message": "hi", "title": "x", "value": "up"})
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+    assert Conversation.objects.filter(title="Incident reviews").exists()
+
+
+@pytest.mark.parametrize("name", ["home", "session", "trace"])
+def test_it_rejects_posts_to_pages(alice_client, answer, name):
+    assert alice_client.post(page_urls(answer)[name]).status_code == 405
+
+
+@pytest.mark.parametrize("name", ["send", "rename", "feedback"])
+def test_it_rejects_gets_to_actions(alice_client, answer, name):
+    assert alice_client.get(post_urls(answer)[name]).status_code == 405
+
+
+def test_it_draws_the_pipeline_from_the_exported_graph(alice_client):
+    response = alice_client.get(reverse("chat"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    for node in export_graph()["nodes"]:
+        assert f'id="stage-{node["id"]}"' in html
+        assert node["label"] in html
+    # Rewrite and intent run in parallel: one lane holds both cards.
+    lanes = re.findall(r'<li class="stage-lane[^"]*">(.*?)</li>', html, re.DOTALL)
+    parallel = [lane for lane in lanes if 'id="stage-rewrite"' in lane]
+    assert len(parallel) == 1 and 'id="stage-intent"' in parallel[0]
+    assert 'ws-connect="/ws/chat/"' in html
+
+
+def test_it_lists_only_readable_knowledge_bases(alice_client, kb, bob):
+    KnowledgeBase.objects.create(slug="bob-secret", name="Bob's secret", owner=bob)
+    html = alice_client.get(reverse("chat")).content.decode()
+    assert '<option value="auto" selected>' in html
+    assert 'value="alice-kb"' in html
+    assert "bob-secret" not in html and "Bob&#x27;s secret" not in html
+
+
+def test_it_lists_only_the_users_own_sessions(alice_client, alice, bob, answer):
+    make_exchange(bob, session_id="bob-1", title="Bob's private question")
+    html = alice_client.get(reverse("chat")).content.decode()
+    assert "Incident reviews" in html
+    assert "private question" not in html
+
+
+def test_it_shows_a_session_with_its_answer_citations_and_evidence(alice_client, answer):
+    response = alice_client.get(page_urls(answer)["session"])
+    assert response.status_code == 200
+    html = response.content.decode()
+    key = f"m{answer.pk}"
+    assert "How do we review incidents?" in html
+    assert f'href="#ev-{key}-1"' in html and f'href="#ev-{key}-2"' in html
+    assert f'id="ev-{key}-1"' in html and "3 Incident review" in html
+    assert 'href="/kb/alice-kb/documents/1/#chunk-10"' in html
+    assert 'ev-tool">TOOL' in html and 'ev-kb">KB' in html
+    assert 'name="session_id" id="session-id" value="s1"' in html
+    assert '<option value="alice-kb" selected>' in html
+    assert reverse("trace-detail", args=[answer.trace.trace_id]) in html
+
+
+def test_it_hides_other_users_sessions(bob_client, answer):
+    assert bob_client.get(page_urls(answer)["session"]).status_code == 404
+    assert bob_client.get(reverse("chat-session", args=["nope"])).status_code == 404
+
+
+def test_it_renders_markdown_and_strips_unsafe_html(alice_client, alice):
+    answer = make_exchange(
+        alice,
+        answer="**Bold** text [1]\n\n<script>alert('x')</script><img src=x onerror=alert(1)>"
+        "[link](javascript:alert(1))",
+    )
+    html = alice_client.get(page_urls(answer)["session"]).content.decode()
+    body = html.split('class="bubble answer markdown"', 1)[1].split("</div>", 1)[0]
+    assert "<strong>Bold</strong>" in body
+    assert "<script" not in body and "onerror" not in body and "javascript:" not in body
+    assert "<img" not in body
+
+
+def test_it_marks_sentences_whose_quotes_failed_verification(alice_client, alice):
+    verification = [
+        {"n": 1, "quote": "Write it down", "verified": True, "reason": ""},
+        {"n": 2, "quote": "Two plus two is five", "verified": False, "reason": "not found"},
+    ]
+    answer = make_exchange(alice, verification=verification)
+    html = alice_client.get(page_urls(answer)["session"]).content.decode()
+    assert "1 of 2 sentences not supported" in html
+    assert "Two plus two is five" in html
+
+
+def test_it_renames_a_session_over_htmx(alice_client, answer):
+    url = post_urls(answer)["rename"]
+    response = alice_client.post(url, {"title": "  Reviews  "}, headers=HTMX)
+    assert response.status_code == 200
+    assert 'id="session-s1"' in response.content.decode() and "Reviews" in response.content.decode()
+    assert "<html" not in response.content.decode()
+    assert Conversation.objects.get(session_id="s1").title == "Reviews"
+
+
+def test_it_renames_without_javascript(alice_client, answer):
+    response = alice_client.post(post_urls(answer)["rename"], {"title": "Renamed"})
+    assert response.status_code == 302 and response.url == page_urls(answer)["session"]
+    assert Conversation.objects.get(session_id="s1").title == "Renamed"
+
+
+def test_it_hides_other_users_sessions_from_rename_and_delete(bob_client, answer):
+    assert bob_client.post(post_urls(answer)["rename"], {"title": "Mine"}).status_code == 404
+    assert bob_client.get(page_urls(answer)["delete"]).status_code == 404
+    assert bob_client.post(post_urls(answer)["delete"]).status_code == 404
+    assert Conversation.objects.get(session_id="s1").title == "Incident reviews"
+
+
+def test_it_asks_before_deleting_a_session(alice_client, answer):
+    response = alice_client.get(page_urls(answer)["delete"])
+    assert response.status_code == 200
+    assert "Delete “Incident reviews”?" in response.content.decode()
+    assert Conversation.objects.filter(session_id="s1").exists()
+
+
+def test_it_deletes_a_session(alice_client, answer):
+    response = alice_client.post(post_urls(answer)["delete"])
+    assert response.status_code == 302 and response.url == reverse("chat")
+    assert not Conversation.objects.filter(session_id="s1").exists()
+    assert not Message.objects.filter(pk=answer.pk).exists()
+
+
+def test_it_deletes_a_session_over_htmx_with_a_client_redirect(alice_client, answer):
+    response = alice_client.post(post_urls(answer)["delete"], headers=HTMX)
+    assert response.headers["HX-Redirect"] == "/"
+    assert not Conversation.objects.filter(session_id="s1").exists()
+
+
+def test_it_stores_feedback_on_the_message(alice_client, answer):
+    response = alice_client.post(post_urls(answer)["feedback"], {"value": "down"}, headers=HTMX)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'id="feedback-{answer.pk}"' in html
+    assert re.search(r'value="down" class="[^"]*is-on', html)
+    answer.refresh_from_db()
+    assert answer.debug["feedback"]["value"] == "down"
+    assert answer.debug["evidence"]  # the rest of debug is kept
+
+
+def test_it_refuses_feedback_it_does_not_know(alice_client, answer):
+    response = alice_client.post(post_urls(answer)["feedback"], {"value": "meh"}, headers=HTMX)
+    assert response.status_code == 400
+    answer.refresh_from_db()
+    assert "feedback" not in answer.debug
+
+
+def test_it_hides_other_users_messages_from_feedback(bob_client, answer):
+    assert bob_client.post(post_urls(answer)["feedback"], {"value": "up"}).status_code == 404
+    answer.refresh_from_db()
+    assert "feedback" not in answer.debug
+
+
+def test_it_shows_a_trace_as_a_waterfall(alice_client, answer):
+    response = alice_client.get(page_urls(answer)["trace"])
+    assert response.status_code == 200
+    html = response.content.decode()
+    for name in ("memory", "retrieve", "bm25", "generate"):
+        assert name in html
+    # The retrieve span starts at 2 of 42 ms and lasts 30: its bar sits on the same axis.
+    assert "left: 4.762%; width: 71.429%" in html
+    assert "How do we review incidents?" in html
+
+
+def test_it_hides_other_users_traces(bob_client, answer):
+    assert bob_client.get(page_urls(answer)["trace"]).status_code == 404
+
+
+def test_it_shows_any_trace_to_staff(bob, answer):
+    bob.is_staff = True
+    bob.save()
+    client = Client()
+    client.force_login(bob)
+    assert client.get(page_urls(answer)["trace"]).status_code == 200
+
+
+def test_it_explains_a_refused_question_without_javascript(alice_client):
+    response = alice_client.post(reverse("chat-send"), {"message": "   "}, follow=True)
+    assert "The message is empty." in response.content.decode()
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_without_javascript(alice, kb):
+    ingest(kb, alice)
+    client = Client()
+    client.force_login(alice)
+    response = client.post(reverse("chat-send"), {"message": "How do we review incidents?", "kb": "alice-kb"})
+    conversation = Conversation.objects.get(user=alice)
+    assert response.status_code == 302
+    assert response.url == reverse("chat-session", args=[conversation.session_id])
+    html = client.get(response.url).content.decode()
+    assert "two working days" in html
+    assert 'class="cite"' in html

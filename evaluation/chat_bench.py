@@ -1,0 +1,227 @@
+"""Chat speed: `manage.py bench chat --kb SLUG [--queries N] [--fake-llm]`.
+
+With the extractive generator: end-to-end and first-token latency of KB questions,
+shortcut A and B latency, prompt assembly time. With `--fake-llm`, against a fake
+OpenAI-compatible streaming server on 127.0.0.1: the pipeline's own time to first token,
+every moment spent waiting for the model (its JSON calls for rewrite and intent, and the
+stream's wait from request arrival to the first piece, as the server recorded it)
+subtracted. Every run is a fresh conversation, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import cycle, islice
+from typing import Any
+
+from agentic_rag.llm import LLMConfig, build_llm
+from chat.models import Conversation, Trace
+from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
+
+QUESTIONS = (
+    "How does hybrid search fuse BM25 and vectors?",
+    "What does the quality gate check?",
+    "How does the circuit breaker work?",
+    "什么是短路 A？",
+    "How are documents split into parent and child chunks?",
+    "引文校验是怎么做的？",
+    "Which events does the SSE stream send?",
+    "混合检索的权重是多少？",
+)
+SHORTCUT_A = ("它呢？", "what about it?")
+SHORTCUT_B = ("你好", "hello", "谢谢", "help")
+GOALS_MS = {
+    "e2e_p50_ms": 150,
+    "first_token_p50_ms": 300,
+    "shortcut_a_p50_ms": 20,
+    "shortcut_b_p50_ms": 20,
+    "prompt_assembly_p50_ms": 50,
+    "fake_llm_own_ttft_p50_ms": 50,
+}
+# The fake model's one reply serves its JSON calls (rewrite, intent) and the answer stream.
+MODEL_DELAY_S = 0.02  # the fake model thinks before each reply; the bench subtracts it
+FAKE_REPLY = '{"query": "How does hybrid search work?", "sub_queries": [], "intents": [{"name": "KB", "confidence": 0.9}]}'
+
+
+@dataclass
+class _Runs:
+    """The bench's conversations, so they can be deleted afterwards."""
+
+    conversation_ids: list[int] = field(default_factory=list)
+    trace_ids: list[str] = field(default_factory=list)
+
+    def note(self, result: ChatResult) -> None:
+        self.conversation_ids.append(result.conversation_id)
+        self.trace_ids.append(result.trace_id)
+
+    def delete(self) -> None:
+        Trace.objects.filter(trace_id__in=self.trace_ids).delete()
+        Conversation.objects.filter(pk__in=self.conversation_ids).delete()
+
+
+def bench_chat(kb: Any, user: Any, *, queries: int = 40, fake_llm: bool = False) -> dict[str, Any]:
+    """Measure the chat pipeline on kb as user; return the figures and the goals they meet."""
+    runs = _Runs()
+    try:
+        report = _bench_extractive(kb, user, queries, runs)
+        if fake_llm:
+            report.update(_bench_fake_llm(kb, user, queries, runs))
+    finally:
+        runs.delete()
+    report["goals_met"] = {name: report[name] <= goal for name, goal in GOALS_MS.items() if name in report}
+    return report
+
+
+def _bench_extractive(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str, Any]:
+    llm = build_llm(LLMConfig())  # the extractive generator alone
+    ask = _asker(kb, user, llm, runs)
+    ask(QUESTIONS[0])  # warm-up: dictionaries, the KB's index, the embedder
+    kb_runs = [ask(question) for question in islice(cycle(QUESTIONS), queries)]
+    a_runs = [ask(message) for message in islice(cycle(SHORTCUT_A), queries)]
+    b_runs = [ask(message) for message in islice(cycle(SHORTCUT_B), queries)]
+    results = [run.result for run in kb_runs]
+    return {
+        "queries": queries,
+        "e2e_p50_ms": _p(50, [run.ms for run in kb_runs]),
+        "e2e_p95_ms": _p(95, [run.ms for run in kb_runs]),
+        "first_token_p50_ms": _p(50, [_first_token_ms(run) for run in kb_runs if run.first_token_at]),
+        "shortcut_a_p50_ms": _p(50, [run.ms for run in a_runs]),
+        "shortcut_b_p50_ms": _p(50, [run.ms for run in b_runs]),
+        "prompt_assembly_p50_ms": _stage_p50(results, "prompt"),
+        "stage_p50_ms": {name: _stage_p50(results, name) for name in _stage_names(results)},
+        "shortcuts_seen": sorted({str(run.result.shortcut) for run in (*a_runs, *b_runs)}),
+        "kb_answers_with_citations": sum(bool(r.citations) for r in results),
+        "unverified_quotes": sum(not v["verified"] for r in results for v in r.verification),
+    }
+
+
+def _first_token_ms(run: _Run) -> float:
+    return ((run.first_token_at or run.started) - run.started) * 1000
+
+
+def _bench_fake_llm(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str, Any]:
+    # Test helpers, imported only when asked for.
+    from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+
+    with FakeOpenAIServer(text=FAKE_REPLY) as server:
+        server.default = FakeReply(text=FAKE_REPLY, headers_delay_s=MODEL_DELAY_S)
+        config = LLMConfig(providers=("openai",), openai_base_url=server.base_url, openai_api_key="bench")
+        llm = _TimedLLM(build_llm(config))
+        ask = _asker(kb, user, llm, runs, cache=_NoCache())
+        ask(QUESTIONS[0])
+        own, raw = [], []
+        for question in islice(cycle(QUESTIONS), queries):
+            llm.intervals.clear()
+            seen = len(server.requests)
+            run = ask(question)
+            if run.first_token_at is None:
+                continue
+            stream = [r for r in server.chat_requests[seen:] if r.first_piece_at is not None]
+            waits = [*llm.intervals, *((r.at, r.first_piece_at) for r in stream)]
+            raw.append(_first_token_ms(run))
+            own.append(_first_token_ms(run) - _union_ms(waits, until=run.first_token_at))
+        calls = len(server.chat_requests)
+    return {
+        "fake_llm_ttft_p50_ms": _p(50, raw),
+        "fake_llm_own_ttft_p50_ms": _p(50, own),
+        "fake_llm_own_ttft_p95_ms": _p(95, own),
+        "fake_llm_requests_per_question": round(calls / (queries + 1), 2),
+    }
+
+
+@dataclass(frozen=True)
+class _Run:
+    result: ChatResult
+    ms: float  # the whole call, admission and storage included
+    started: float  # time.monotonic() before the call
+    first_token_at: float | None  # time.monotonic() when the first_token event came
+
+
+def _asker(kb: Any, user: Any, llm: Any, runs: _Runs, *, cache: Any = None) -> Callable[[str], _Run]:
+    def ask(message: str) -> _Run:
+        first_token: list[float] = []
+
+        def emit(event: Any) -> None:
+            if event.type == "first_token":
+                first_token.append(time.monotonic())
+
+        started = time.monotonic()
+        request = ChatRequest(user, None, message, ChatOptions(kb_slug=kb.slug))
+        result = run_chat(request, emit=emit, llm=llm, cache=cache)
+        runs.note(result)
+        return _Run(result, (time.monotonic() - started) * 1000, started, first_token[0] if first_token else None)
+
+    return ask
+
+
+class _TimedLLM:
+    """The router, with the wall-clock intervals of its whole (non-streamed) calls noted."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self.intervals: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def has_model(self) -> bool:
+        return self._llm.has_model
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        return self._llm.stream(*args, **kwargs)
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        return self._timed(self._llm.complete, *args, **kwargs)
+
+    def complete_json(self, *args: Any, **kwargs: Any) -> Any:
+        return self._timed(self._llm.complete_json, *args, **kwargs)
+
+    def _timed(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.intervals.append((started, time.monotonic()))
+
+
+class _NoCache:
+    """Every question is new to the LLM stages: the worst case."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default
+
+    def set(self, key: str, value: Any, timeout: float | None = None) -> None:
+        pass
+
+
+def _union_ms(intervals: Sequence[tuple[float, float]], *, until: float) -> float:
+    """Milliseconds covered by the intervals (overlaps counted once), up to `until`."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted((s, min(e, until)) for s, e in intervals):
+        if end <= start:
+            continue
+        start = max(start, reach)
+        if end > start:
+            total += end - start
+            reach = end
+    return total * 1000
+
+
+def _stage_names(results: Sequence[ChatResult]) -> list[str]:
+    return [stage.name for stage in results[0].stages] if results else []
+
+
+def _stage_p50(results: Sequence[ChatResult], name: str) -> float:
+    return _p(50, [stage.ms for r in results if (stage := r.stage(name)) and stage.status != "skipped"])
+
+
+def _p(percent: int, values: Sequence[float]) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return round(values[0], 2)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[percent - 1], 2)

@@ -1,0 +1,135 @@
+"""manage.py evaluate --kb SLUG [--mode MODE] [--baseline rank-bm25] [--json OUT] [--split all|train|test]
+[--fail-under METRIC=VALUE ...] | --tune"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.metrics import METRIC_KEYS
+from evaluation.runner import Evaluation, EvaluationError, evaluate, load_questions, save_run
+from evaluation.tuning import tune
+from knowledge.fusion import FusionParams
+from knowledge.models import KnowledgeBase
+from knowledge.retrieval import MODES
+
+
+class Command(BaseCommand):
+    help = "Measure retrieval on a KB's golden questions (nDCG@10, Recall, Hit, MRR, speed), or tune fusion."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--kb", required=True, metavar="SLUG")
+        parser.add_argument("--mode", choices=MODES, default="hybrid")
+        parser.add_argument("--baseline", choices=["rank-bm25"], help="also run this reference in-process")
+        parser.add_argument("--json", metavar="OUT", help="write the result as JSON to OUT ('-' for stdout)")
+        parser.add_argument("--split", choices=["all", "train", "test"], default="all")
+        parser.add_argument("--golden-set", metavar="NAME", help="only this golden set (default: all of the KB's)")
+        parser.add_argument("--fail-under", nargs="+", action="extend", default=[], metavar="METRIC=VALUE",
+                            help=f"exit 1 when a metric is below VALUE ({', '.join(METRIC_KEYS)})")
+        parser.add_argument("--no-rerank", action="store_true", help="skip the rerank stage")
+        parser.add_argument("--no-expansion", action="store_true", help="skip cross-language query expansion")
+        parser.add_argument("--tune", action="store_true",
+                            help="grid-search fusion on the train split and store the winner as the KB's settings")
+
+    def handle(self, *args, **options) -> None:
+        thresholds = _parse_thresholds(options["fail_under"])
+        kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
+        if kb is None:
+            raise CommandError(f"knowledge base '{options['kb']}' does not exist")
+        split = "all" if options["tune"] else options["split"]
+        try:
+            questions = load_questions(kb, split=split, golden_set=options["golden_set"])
+            if options["tune"]:
+                self._tune(kb, questions, options["json"])
+                return
+            overrides = {"rerank": not options["no_rerank"], "expand_cross_language": not options["no_expansion"]}
+            evaluation = evaluate(kb, questions, mode=options["mode"], baseline=options["baseline"], **overrides)
+        except EvaluationError as exc:
+            raise CommandError(str(exc)) from None
+        golden_set = kb.golden_sets.filter(name=options["golden_set"]).first() if options["golden_set"] else None
+        run = save_run(kb, evaluation, split=split, golden_set=golden_set)
+        self._write_json(evaluation.as_json(), options["json"])
+        if options["json"] != "-":
+            self._print_table(kb, evaluation, split, run.pk)
+        failures = [
+            f"{metric} {evaluation.report.metrics[metric]:.4f} < {minimum:g}"
+            for metric, minimum in thresholds.items()
+            if evaluation.report.metrics[metric] < minimum
+        ]
+        for failure in failures:
+            self.stderr.write(self.style.ERROR(f"below threshold: {failure}"))
+        if failures:
+            sys.exit(1)
+
+    def _write_json(self, data: dict, out: str | None) -> None:
+        if out == "-":
+            self.stdout.write(json.dumps(data, indent=2))
+        elif out:
+            Path(out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+    def _print_table(self, kb: KnowledgeBase, evaluation: Evaluation, split: str, run_id: int) -> None:
+        report, baseline = evaluation.report, evaluation.baseline
+        columns = [report] + ([baseline] if baseline else [])
+        self.stdout.write(
+            f"{kb.slug}: {evaluation.questions} questions (split {split}), embedder {kb.embedder or '-'}, "
+            f"rerank {'on' if evaluation.params.rerank else 'off'}"
+        )
+        self.stdout.write(f"{'':12}" + "".join(f"{column.name:>18}" for column in columns))
+        for metric in METRIC_KEYS:
+            self.stdout.write(f"{metric:12}" + "".join(f"{column.metrics[metric]:18.4f}" for column in columns))
+        self.stdout.write(f"{'queries/s':12}" + "".join(f"{column.qps:18.1f}" for column in columns))
+        for key in ("p50", "p95"):
+            self.stdout.write(f"{key + ' ms':12}" + "".join(f"{column.latency_ms[key]:18.2f}" for column in columns))
+        stages = ", ".join(f"{stage} {ms:.2f}" for stage, ms in report.stage_p50_ms.items())
+        self.stdout.write(f"stage p50 ms: {stages}")
+        if baseline is not None:
+            self.stdout.write(f"{baseline.name} index built in {baseline.build_s:.2f} s")
+        if report.errors:
+            self.stdout.write(self.style.WARNING(f"{report.errors} questions could not be searched"))
+        self.stdout.write(f"stored as evaluation run {run_id}")
+
+    def _tune(self, kb: KnowledgeBase, questions, out: str | None) -> None:
+        report = tune(kb, questions)
+        data = dataclasses.asdict(report)
+        self._write_json(data, out)
+        if out == "-":
+            return
+        self.stdout.write(
+            f"{kb.slug}: tuned on {report.train_questions} train questions over {report.grid_points} "
+            f"settings in {report.seconds:.1f} s; {report.test_questions} test questions held out"
+        )
+        header = f"{'':10}{'fusion':44}{'train ndcg@10':>15}{'test ndcg@10':>14}{'test, rerank':>14}"
+        self.stdout.write(header)
+        for label, fusion, train, test, full in (
+            ("defaults", report.default, report.default_train, report.default_test, report.default_test_retrieve),
+            ("best", report.best, report.best_train, report.best_test, report.best_test_retrieve),
+        ):
+            self.stdout.write(
+                f"{label:10}{_describe(fusion):44}{train['ndcg@10']:15.4f}{test['ndcg@10']:14.4f}"
+                f"{full['ndcg@10']:14.4f}"
+            )
+        self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
+
+
+def _describe(fusion: FusionParams) -> str:
+    return (
+        f"{fusion.mode} vector {fusion.vector_weight:g}/bm25 {fusion.bm25_weight:g}, "
+        f"min {fusion.vector_threshold:g}/{fusion.bm25_threshold:g}"
+    )
+
+
+def _parse_thresholds(items: list[str]) -> dict[str, float]:
+    thresholds = {}
+    for item in items:
+        metric, _, value = item.partition("=")
+        if metric not in METRIC_KEYS:
+            raise CommandError(f"--fail-under: unknown metric '{metric}' (known: {', '.join(METRIC_KEYS)})")
+        try:
+            thresholds[metric] = float(value)
+        except ValueError:
+            raise CommandError(f"--fail-under: '{item}' is not METRIC=NUMBER") from None
+    return thresholds

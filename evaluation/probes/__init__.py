@@ -1,0 +1,1 @@
+"""Standalone measurement scripts that back design choices with numbers."""

@@ -1,0 +1,128 @@
+"""Retrieval speed on a generated corpus: `manage.py bench retrieval --chunks N`.
+
+The corpus is synthetic on purpose (issue: "a generated corpus is fine"): documents,
+parent and child chunks, Zipf-distributed tokens and random unit vectors of the KB
+embedder's dimension are written straight to the database, so 100k chunks take seconds
+instead of hours of embedding. Queries are embedded by the real embedder, and that time
+is reported apart from the search itself.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+from time import perf_counter
+
+import numpy as np
+from django.db import transaction
+
+from agentic_rag.embeddings import get_embedder
+from knowledge.candidates import Candidate
+from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
+from knowledge.postprocess import PostContext, default_pipeline, run_postprocessing
+from knowledge.retrieval import RetrievalParams, retrieve
+from knowledge.search import get_backend
+
+VOCABULARY = 30_000
+TOKENS_PER_CHILD = 120
+CHILDREN_PER_PARENT = 4
+CHILDREN_PER_DOCUMENT = 100
+
+
+@dataclass(frozen=True)
+class SyntheticCorpus:
+    children: int
+    dims: int
+    seed: int = 7
+
+
+def _words(rng: np.random.Generator, count: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.2, size=count), VOCABULARY)
+    return [f"w{rank}" for rank in ranks]
+
+
+def generate_corpus(kb: KnowledgeBase, corpus: SyntheticCorpus, embedder_name: str) -> None:
+    """Write a synthetic corpus into an empty KB, searchable under `embedder_name`."""
+    rng = np.random.default_rng(corpus.seed)
+    with transaction.atomic():
+        for start in range(0, corpus.children, CHILDREN_PER_DOCUMENT):
+            count = min(CHILDREN_PER_DOCUMENT, corpus.children - start)
+            _write_document(kb, rng, start // CHILDREN_PER_DOCUMENT, count, corpus.dims, embedder_name)
+        KnowledgeBase.objects.filter(pk=kb.pk).update(embedder=embedder_name)
+        kb.bump_content_version()
+
+
+def _write_document(kb, rng, number: int, children: int, dims: int, embedder_name: str) -> None:
+    document = Document.objects.create(
+        kb=kb, name=f"synthetic-{number:06d}.txt", sha256=f"{number:064d}", status=DocumentStatus.READY,
+        live_version=1, chunk_count=children,
+    )
+    texts = [" ".join(_words(rng, TOKENS_PER_CHILD)) for _ in range(children)]
+    parents = Chunk.objects.bulk_create([
+        Chunk(kb=kb, document=document, version=1, level=Chunk.PARENT, index=i, sha256="-",
+              text="\n\n".join(texts[i * CHILDREN_PER_PARENT:(i + 1) * CHILDREN_PER_PARENT]))
+        for i in range((children + CHILDREN_PER_PARENT - 1) // CHILDREN_PER_PARENT)
+    ])
+    kids = Chunk.objects.bulk_create([
+        Chunk(kb=kb, document=document, version=1, level=Chunk.CHILD, index=i, sha256="-", text=text,
+              parent=parents[i // CHILDREN_PER_PARENT])
+        for i, text in enumerate(texts)
+    ])
+    rows = [*parents, *kids]
+    vectors = rng.standard_normal((len(rows), dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    SearchEntry.objects.bulk_create([
+        SearchEntry(chunk=row, kb=kb, level=row.level, embedder=embedder_name, dims=dims,
+                    embedding=vector, tokens=row.text.replace("\n\n", " "))
+        for row, vector in zip(rows, vectors, strict=True)
+    ], batch_size=1000)
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    return {"p50": round(float(np.percentile(values, 50)), 3), "p95": round(float(np.percentile(values, 95)), 3)}
+
+
+def bench_retrieval(kb: KnowledgeBase, *, queries: int, mode: str, seed: int = 11) -> dict:
+    """Time `retrieve` on generated queries; split query embedding from the search."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(_words(rng, 6)) for _ in range(queries)]
+    started = perf_counter()
+    size = get_backend().size(kb)
+    first_load_s = perf_counter() - started
+    params = RetrievalParams(mode=mode, top_k=5)
+    totals, embeddings, searches = [], [], []
+    for text in texts:
+        result = retrieve(text, kb, params)
+        embed_ms = result.timings_ms.get("embed_query", 0.0)
+        totals.append(result.timings_ms["total"])
+        embeddings.append(embed_ms)
+        searches.append(result.timings_ms["total"] - embed_ms)
+    return {
+        "mode": mode,
+        "chunks_searchable": size["chunks"],
+        "index_memory_mb": round(size["bytes"] / 1e6, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "index_build_s (first query after a change)": round(first_load_s, 2),
+        "queries": queries,
+        "search_ms (without query embedding)": _percentiles(searches),
+        "query_embedding_ms": _percentiles(embeddings),
+        "total_ms": _percentiles(totals),
+        "postprocessing_ms_100_candidates": bench_postprocessing(kb, texts[:20]),
+    }
+
+
+def bench_postprocessing(kb: KnowledgeBase, texts: list[str]) -> dict[str, float]:
+    """Time the post-processing chain alone on 100 real candidates per query."""
+    samples = []
+    for text in texts:
+        params = RetrievalParams(mode="hybrid", leg_top_k=100, top_k=100, rerank=False, postprocess=False, gate=None)
+        candidates: list[Candidate] = retrieve(text, kb, params).fused[:100]
+        started = perf_counter()
+        run_postprocessing(candidates, PostContext(query=text), default_pipeline())
+        samples.append((perf_counter() - started) * 1000)
+    return _percentiles(samples)
+
+
+def default_embedder_name_and_dims() -> tuple[str, int]:
+    embedder = get_embedder()
+    return embedder.name, int(embedder.embed_query("dimension probe").shape[0])

@@ -1,0 +1,278 @@
+"""Merge ranked legs into one list: RRF, weighted hybrid, multi-path RRF with bonuses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Literal
+
+import numpy as np
+
+from .candidates import Candidate
+
+FusionMode = Literal["rrf", "weighted"]
+Normalisation = Literal["minmax"]
+
+# Legs whose raw score is already a bounded similarity; their threshold applies before
+# normalisation. Every other leg (BM25 and friends) is thresholded after min-max.
+RAW_THRESHOLD_LEGS = frozenset({"vector"})
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """How `fuse` combines the keyword and vector legs (DESIGN R3)."""
+
+    mode: FusionMode = "rrf"
+    rrf_k: int = 60
+    vector_weight: float = 0.7
+    bm25_weight: float = 0.3
+    # 0 disables a threshold. Seed 001's config uses vector 0.7 / BM25 0.3: SEED_001_FUSION.
+    vector_threshold: float = 0.0
+    bm25_threshold: float = 0.0
+    normalisation: Normalisation = "minmax"
+
+    def weight_for(self, leg: str) -> float:
+        """Return the default weight of a leg: its configured weight, else 1."""
+        return {"vector": self.vector_weight, "bm25": self.bm25_weight}.get(leg, 1.0)
+
+    def threshold_for(self, leg: str) -> float:
+        """Return the minimum score of a leg, 0 when it has none."""
+        return {"vector": self.vector_threshold, "bm25": self.bm25_threshold}.get(leg, 0.0)
+
+
+SEED_001_FUSION = FusionParams(mode="weighted", vector_threshold=0.7, bm25_threshold=0.3)
+
+
+@dataclass(frozen=True)
+class FusionBonuses:
+    """Additive bonuses of seed 002 §7.3 for multi-path recall."""
+
+    multi_source: float = 0.02
+    scope: float = 0.03
+    tag_exact: float = 0.08
+    tag_partial: float = 0.03
+    scope_key: str = "scope"  # the Candidate.metadata entry compared with the query's scope
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """Scale scores to [0, 1]; equal positive scores all become 1, equal others 0."""
+    if scores.size == 0:
+        return scores.astype(np.float64)
+    low, high = float(scores.min()), float(scores.max())
+    if high == low:
+        return np.full(scores.shape, 1.0 if high > 0 else 0.0)
+    return (scores - low) / (high - low)
+
+
+def fuse(
+    legs: Mapping[str, Sequence[Candidate]],
+    weights: Mapping[str, float] | None = None,
+    params: FusionParams = FusionParams(),
+) -> list[Candidate]:
+    """Merge ranked legs by chunk_id into one list ordered by the fused score.
+
+    Each leg is in rank order and carries its own score in `Candidate.score`. RRF adds
+    `w / (k + rank)` with 1-based ranks; weighted adds `w * minmax(score)`. Weights default
+    to the params' (vector 0.7, bm25 0.3, other legs 1). Inputs are not modified.
+    """
+    merged: dict[int, Candidate] = {}
+    fused: dict[int, float] = {}
+    for leg, ranked in legs.items():
+        weight = weights[leg] if weights and leg in weights else params.weight_for(leg)
+        for hit, contribution in _leg_contributions(leg, ranked, weight, params):
+            candidate = merged.get(hit.chunk_id)
+            if candidate is None:
+                candidate = merged[hit.chunk_id] = _copy(hit)
+            candidate.scores[leg] = hit.score
+            candidate.sources.add(leg)
+            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + contribution
+    for chunk_id, candidate in merged.items():
+        candidate.score = candidate.scores["fusion"] = fused[chunk_id]
+    return sorted(merged.values(), key=lambda candidate: -candidate.score)
+
+
+def _leg_contributions(
+    leg: str, ranked: Sequence[Candidate], weight: float, params: FusionParams
+) -> Iterable[tuple[Candidate, float]]:
+    """Yield (hit, contribution) for the hits of one leg that pass its threshold."""
+    hits = _first_occurrences(ranked)
+    raw = np.fromiter((hit.score for hit in hits), dtype=np.float64, count=len(hits))
+    normalised = minmax(raw)
+    threshold = params.threshold_for(leg)
+    gated = raw if leg in RAW_THRESHOLD_LEGS else normalised
+    for position, hit in enumerate(hits):
+        if threshold and gated[position] < threshold:
+            continue
+        if params.mode == "rrf":
+            yield hit, weight / (params.rrf_k + position + 1)
+        else:
+            yield hit, weight * float(normalised[position])
+
+
+def _first_occurrences(ranked: Sequence[Candidate]) -> list[Candidate]:
+    seen: set[int] = set()
+    hits = []
+    for hit in ranked:
+        if hit.chunk_id not in seen:
+            seen.add(hit.chunk_id)
+            hits.append(hit)
+    return hits
+
+
+def _copy(candidate: Candidate) -> Candidate:
+    return replace(
+        candidate,
+        metadata=dict(candidate.metadata),
+        scores=dict(candidate.scores),
+        sources=set(candidate.sources),
+        notes=list(candidate.notes),
+    )
+
+
+def weighted_rrf(
+    paths: Mapping[str, tuple[float, Sequence[Candidate]]],
+    *,
+    k: int = 60,
+    bonuses: FusionBonuses = FusionBonuses(),
+    keywords: Sequence[str] = (),
+    scope: str | None = None,
+    top_k: int | None = 30,
+) -> list[Candidate]:
+    """Fuse multi-path recall with `w / (k + rank)` plus seed 002's bonuses, best first.
+
+    Bonuses count once per candidate; an exact tag match excludes the partial (text) one.
+    """
+    legs = {name: ranked for name, (_, ranked) in paths.items()}
+    weights = {name: weight for name, (weight, _) in paths.items()}
+    fused = fuse(legs, weights, FusionParams(mode="rrf", rrf_k=k))
+    lowered = [keyword.lower() for keyword in keywords if keyword]
+    for candidate in fused:
+        candidate.score += _add_bonuses(candidate, bonuses, lowered, scope)
+        candidate.scores["fusion"] = candidate.score
+    fused.sort(key=lambda candidate: -candidate.score)
+    return fused if top_k is None else fused[:top_k]
+
+
+def _add_bonuses(
+    candidate: Candidate, bonuses: FusionBonuses, keywords: Sequence[str], scope: str | None
+) -> float:
+    """Return the candidate's bonus total, noting each bonus it earned."""
+    earned: list[tuple[str, float]] = []
+    if len(candidate.sources) > 1:
+        paths = ", ".join(sorted(candidate.sources))
+        earned.append((f"multi-source ({paths})", bonuses.multi_source))
+    if scope is not None and candidate.metadata.get(bonuses.scope_key) == scope:
+        earned.append((f"scope {scope}", bonuses.scope))
+    tags = {tag.lower() for tag in candidate.tags}
+    exact = next((keyword for keyword in keywords if keyword in tags), None)
+    if exact is not None:
+        earned.append((f"tag exact ({exact})", bonuses.tag_exact))
+    else:
+        text = candidate.text.lower()
+        partial = next((keyword for keyword in keywords if keyword in text), None)
+        if partial is not None:
+            earned.append((f"tag partial ({partial})", bonuses.tag_partial))
+    candidate.notes.extend(f"{label} +{bonus:g}" for label, bonus in earned)
+    return sum(bonus for _, bonus in earned)
+
+
+# Seed 000 §2.4: product terms, Chinese → English. Keep one entry per English term, or the
+# reverse direction picks only one of the Chinese words.
+CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
+    "短路": "shortcut", "阶段": "stage", "检索": "retrieval", "向量": "vector",
+    "知识库": "knowledge base", "重排": "rerank", "分块": "chunk", "嵌入": "embedding",
+    "意图": "intent", "改写": "rewrite", "路由": "router", "工具": "tool", "记忆": "memory",
+    "图谱": "graph", "社区": "community", "实体": "entity", "评估": "evaluation",
+    "限流": "rate limit", "熔断": "circuit breaker", "关键词": "keyword", "融合": "fusion",
+    "召回": "recall", "文档": "document", "查询": "query", "引用": "citation",
+    "证据": "evidence", "会话": "session", "流式": "streaming", "缓存": "cache",
+    "延迟": "latency", "阈值": "threshold", "权重": "weight", "提示词": "prompt",
+    "智能体": "agent", "流水线": "pipeline", "后处理": "post-processing", "去重": "dedup",
+    "多样性": "diversity", "截断": "truncation", "质量门控": "quality gate",
+    "上下文": "context", "摘要": "summary", "关系": "relation", "消歧": "disambiguation",
+    "分词": "tokenization", "索引": "index", "相似度": "similarity", "降级": "fallback",
+    "重试": "retry", "反馈": "feedback", "追踪": "trace", "稀疏": "sparse", "稠密": "dense",
+    "模型": "model", "混合": "hybrid",
+})
+
+
+def expand_query(
+    query: str, term_map: Mapping[str, str] = CROSS_LANG_TERMS, *, limit: int | None = None
+) -> list[str]:
+    """Return the query first, then one variant per matched term translated zh↔en.
+
+    Matching prefers the longest term, English is matched case-insensitively on word
+    boundaries (plurals too), and duplicates are dropped.
+    """
+    to_english, to_chinese = _compiled_terms(tuple(term_map.items()))
+    variants = [query, *_variants(query, to_english), *_variants(query, to_chinese)]
+    unique = list(dict.fromkeys(variants))
+    return unique if limit is None else unique[:limit]
+
+
+@dataclass(frozen=True)
+class _TermPattern:
+    pattern: re.Pattern[str]
+    targets: tuple[str, ...]  # replacement for named group g<i>
+
+
+@lru_cache(maxsize=16)
+def _compiled_terms(pairs: tuple[tuple[str, str], ...]) -> tuple[_TermPattern, _TermPattern]:
+    chinese = _term_pattern([(zh, en) for zh, en in pairs], english=False)
+    english = _term_pattern([(en, zh) for zh, en in pairs], english=True)
+    return chinese, english
+
+
+def _term_pattern(pairs: list[tuple[str, str]], *, english: bool) -> _TermPattern:
+    ordered = sorted(dict(reversed(pairs)).items(), key=lambda pair: -len(pair[0]))
+    alternatives = [f"(?P<g{i}>{_source(term, english)})" for i, (term, _) in enumerate(ordered)]
+    body = "|".join(alternatives) or "(?!)"
+    if english:
+        body = rf"(?<![A-Za-z])(?:{body})(?![A-Za-z])"
+    pattern = re.compile(body, re.IGNORECASE if english else 0)
+    return _TermPattern(pattern, tuple(target for _, target in ordered))
+
+
+def _source(term: str, english: bool) -> str:
+    escaped = re.escape(term).replace(r"\ ", r"\s+")
+    if not english:
+        return escaped
+    if term.endswith("y"):
+        return escaped[:-1] + "(?:y|ies)"
+    return escaped + "(?:s|es)?"
+
+
+def _variants(query: str, terms: _TermPattern) -> list[str]:
+    found = dict.fromkeys(match.lastgroup for match in terms.pattern.finditer(query))
+    return [_replace_group(query, terms, group) for group in found if group]
+
+
+def _replace_group(query: str, terms: _TermPattern, group: str) -> str:
+    target = terms.targets[int(group[1:])]
+    return terms.pattern.sub(
+        lambda match: target if match.lastgroup == group else match.group(0), query
+    )
+
+
+# Seed 000 §2.5: few-shot examples that quote queries verbatim and then win retrieval.
+EXAMPLE_MARKERS: tuple[str, ...] = ("examples:", "few-shot", "scenario 1:", "test command", "→ kb")
+
+
+def apply_example_penalty(
+    candidates: Sequence[Candidate],
+    markers: Sequence[str] = EXAMPLE_MARKERS,
+    factor: float = 0.5,
+) -> list[Candidate]:
+    """Multiply the score of chunks that look like examples by factor and re-sort."""
+    lowered = [marker.lower() for marker in markers]
+    for candidate in candidates:
+        text = candidate.text.lower()
+        marker = next((marker for marker in lowered if marker in text), None)
+        if marker is not None:
+            candidate.score *= factor
+            candidate.scores["example_penalty"] = factor
+            candidate.notes.append(f"example penalty ×{factor:g} ({marker})")
+    return sorted(candidates, key=lambda candidate: -candidate.score)

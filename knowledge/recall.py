@@ -1,0 +1,109 @@
+"""Seed 002's four recall paths over parent chunks (DESIGN R4).
+
+1. parent hybrid (weight 1.0): keyword + vector over parents, weighted 0.7/0.3, top 30;
+2. child locator (0.8): vector hits on children, grouped by their parent;
+3. tag match (1.2): parents whose (or whose children's) tags contain a query keyword,
+   scored by cosine × 0.7 so tags cannot swamp the other paths;
+4. same chapter (0.5): vector search restricted to the chapter in scope, or else to the
+   chapter of path 1's best hit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .candidates import Candidate
+from .fusion import FusionParams, fuse
+from .models import Chunk
+from .tagging import extract_tags
+
+if TYPE_CHECKING:
+    from .retrieval import RetrievalParams, SearchContext
+
+Paths = dict[str, tuple[float, list[Candidate]]]
+
+
+@dataclass(frozen=True)
+class PathWeights:
+    parent_hybrid: float = 1.0
+    child_locator: float = 0.8
+    tag_match: float = 1.2
+    same_chapter: float = 0.5
+    tag_similarity_factor: float = 0.7
+
+
+def multipath_recall(context: SearchContext, params: RetrievalParams, weights: PathWeights = PathWeights()) -> Paths:
+    """Run the four paths; return {path: (weight, parent candidates best first)}."""
+    top_k = params.leg_top_k
+    parents = _parent_hybrid(context, top_k)
+    paths: Paths = {
+        "parent_hybrid": (weights.parent_hybrid, parents),
+        "child_locator": (weights.child_locator, _child_locator(context, top_k)),
+        "tag_match": (weights.tag_match, _tag_match(context, top_k, weights.tag_similarity_factor)),
+    }
+    chapter = params.chapter or _chapter_of(parents)
+    if chapter is not None:
+        paths["same_chapter"] = (weights.same_chapter, _same_chapter(context, chapter, top_k))
+    return paths
+
+
+def _parent_hybrid(context: SearchContext, top_k: int) -> list[Candidate]:
+    legs = {
+        "bm25": context.candidates(context.keyword_hits(level=Chunk.PARENT, top_k=top_k), "bm25"),
+        "vector": context.candidates(context.vector_hits(level=Chunk.PARENT, top_k=top_k), "vector"),
+    }
+    return fuse(legs, params=FusionParams(mode="weighted"))[:top_k]
+
+
+def _child_locator(context: SearchContext, top_k: int) -> list[Candidate]:
+    best: dict[int, float] = {}
+    hits_per_parent: dict[int, int] = defaultdict(int)
+    child_hits = context.vector_hits(level=Chunk.CHILD, top_k=top_k)
+    children = context.backend.chunks(context.kb, [chunk_id for chunk_id, _ in child_hits])
+    for chunk_id, score in child_hits:
+        parent_id = children[chunk_id].parent_id if chunk_id in children else None
+        if parent_id is not None:
+            best[parent_id] = max(score, best.get(parent_id, score))
+            hits_per_parent[parent_id] += 1
+    located = context.candidates(sorted(best.items(), key=lambda hit: -hit[1]), "vector")
+    for candidate in located:
+        candidate.metadata["child_hit_count"] = hits_per_parent[candidate.chunk_id]
+    return located
+
+
+def query_keywords(context: SearchContext) -> list[str]:
+    """High-value keywords of the query: its tags, then its longer search tokens."""
+    words = [*extract_tags(context.queries[0]), *(t for t in context.tokens[0] if len(t) >= 2)]
+    return list(dict.fromkeys(words))[:12]
+
+
+def _tag_match(context: SearchContext, top_k: int, factor: float) -> list[Candidate]:
+    tagged = context.backend.tagged(context.kb, query_keywords(context), limit=top_k * 4)
+    infos = context.backend.chunks(context.kb, tagged)
+    parent_ids = list(dict.fromkeys(
+        info.chunk_id if info.level == Chunk.PARENT else info.parent_id
+        for info in infos.values() if info.level == Chunk.PARENT or info.parent_id
+    ))
+    if not parent_ids:
+        return []
+    cosines = context.backend.cosines(context.kb, context.vectors[0], parent_ids)
+    hits = sorted(zip(parent_ids, (float(c) * factor for c in cosines), strict=True), key=lambda hit: -hit[1])
+    return context.candidates(hits[:top_k], "tag")
+
+
+def _chapter_of(parents: Sequence[Candidate]) -> tuple[str, str] | None:
+    for candidate in parents:
+        if candidate.chapter_level_1:
+            return candidate.chapter_level_1, candidate.chapter_level_2
+    return None
+
+
+def _same_chapter(context: SearchContext, chapter: tuple[str, str], top_k: int) -> list[Candidate]:
+    in_chapter = context.backend.in_chapter(context.kb, *chapter)
+    if not in_chapter:
+        return []
+    hits = context.vector_hits(level=Chunk.PARENT, top_k=top_k, only=in_chapter)
+    return context.candidates(hits, "vector")

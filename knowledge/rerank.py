@@ -1,0 +1,200 @@
+"""Reorder fused candidates: the five-factor scorer and pluggable second stages."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .candidates import Candidate
+from .fusion import minmax
+
+logger = logging.getLogger(__name__)
+
+Tokenize = Callable[[str], list[str]]
+CosineFn = Callable[[str, Sequence[Candidate]], np.ndarray]
+Judge = Callable[[str, list[str]], list[float]]
+
+FACTORS = ("cosine", "key_terms", "title", "score", "jaccard")
+
+
+class Reranker(Protocol):
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Return the candidates best first, with `scores["rerank"]` set."""
+        ...
+
+
+@dataclass(frozen=True)
+class RerankWeights:
+    """Seed 000's five factors; they sum to 1 so the rerank score stays in [0, 1]."""
+
+    cosine: float = 0.35
+    key_terms: float = 0.25
+    title: float = 0.20
+    score: float = 0.15
+    jaccard: float = 0.05
+
+    def as_array(self) -> np.ndarray:
+        """Return the weights in FACTORS order."""
+        return np.array([getattr(self, name) for name in FACTORS], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class FiveFactorReranker:
+    """Score by cosine, query-term coverage, title hits, prior score and Jaccard overlap.
+
+    Without a cosine callable the cosine factor reads `scores["vector"]` (0 when absent).
+    """
+
+    tokenize: Tokenize
+    cosine: CosineFn | None = None
+    weights: RerankWeights = RerankWeights()
+
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Return the candidates ordered by their weighted five-factor score."""
+        if not candidates:
+            return []
+        factors = self.factors(query, candidates)
+        return _apply(candidates, factors @ self.weights.as_array(), factors)
+
+    def factors(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
+        """Return an (n, 5) matrix of factor values in [0, 1], columns in FACTORS order."""
+        terms = set(self.tokenize(query))
+        matrix = np.zeros((len(candidates), len(FACTORS)), dtype=np.float64)
+        matrix[:, 0] = np.clip(self._cosines(query, candidates), 0.0, 1.0)
+        matrix[:, 3] = minmax(np.array([candidate.score for candidate in candidates]))
+        if terms:
+            rows = [self._term_factors(terms, candidate) for candidate in candidates]
+            matrix[:, [1, 2, 4]] = rows
+        return matrix
+
+    def _cosines(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
+        if self.cosine is not None:
+            return np.asarray(self.cosine(query, candidates), dtype=np.float64).reshape(-1)
+        return np.array([candidate.scores.get("vector", 0.0) for candidate in candidates])
+
+    def _term_factors(self, terms: set[str], candidate: Candidate) -> tuple[float, float, float]:
+        """Return (key-term ratio, title ratio, Jaccard) of the query terms."""
+        words = set(candidate.tokens or self.tokenize(candidate.text))
+        title = set(self.tokenize(f"{candidate.doc_name} {candidate.section_title}"))
+        shared = len(terms & words)
+        union = len(terms | words)
+        return shared / len(terms), len(terms & title) / len(terms), shared / union
+
+
+def _apply(
+    candidates: Sequence[Candidate],
+    totals: np.ndarray,
+    factors: np.ndarray | None = None,
+    *,
+    is_model: bool = False,
+) -> list[Candidate]:
+    """Write rerank scores (and factor values) onto the candidates and sort best first.
+
+    A model's score also lands in `rerank.model`, which the quality gate thresholds.
+    """
+    for row, candidate in enumerate(candidates):
+        if factors is not None:
+            for column, name in enumerate(FACTORS):
+                candidate.scores[f"rerank.{name}"] = float(factors[row, column])
+        candidate.score = candidate.scores["rerank"] = float(totals[row])
+        if is_model:
+            candidate.scores["rerank.model"] = float(totals[row])
+    order = np.argsort(-totals, kind="stable")
+    return [candidates[int(i)] for i in order]
+
+
+def cosine_from(
+    embed_query: Callable[[str], np.ndarray],
+    embed_passages: Callable[[list[str]], np.ndarray],
+) -> CosineFn:
+    """Build a cosine callable from an embedder's L2-normalised query and passage vectors."""
+
+    def cosine(query: str, candidates: Sequence[Candidate]) -> np.ndarray:
+        passages = np.asarray(embed_passages([candidate.text for candidate in candidates]))
+        return passages @ np.asarray(embed_query(query))
+
+    return cosine
+
+
+@dataclass(frozen=True)
+class EmbeddingReranker:
+    """Order by the cosine of a second embedding model (see `cosine_from`)."""
+
+    cosine: CosineFn
+
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Return the candidates ordered by the second model's cosine."""
+        if not candidates:
+            return []
+        cosines = np.asarray(self.cosine(query, candidates), dtype=np.float64).reshape(-1)
+        _check_length(cosines, candidates)
+        return _apply(candidates, cosines, is_model=True)
+
+
+@dataclass(frozen=True)
+class LLMJudgeReranker:
+    """Order by relevance scores an LLM judge gives each passage (one score per text)."""
+
+    judge: Judge
+    max_chars: int = 1500  # per passage sent to the judge
+
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Return the candidates ordered by the judge's scores."""
+        if not candidates:
+            return []
+        texts = [candidate.text[: self.max_chars] for candidate in candidates]
+        judged = np.asarray(self.judge(query, texts), dtype=np.float64).reshape(-1)
+        _check_length(judged, candidates)
+        return _apply(candidates, judged, is_model=True)
+
+
+@dataclass(frozen=True)
+class RerankerChain:
+    """Run rerankers in turn, e.g. five-factor then a cross-encoder on its top n."""
+
+    stages: tuple[Reranker, ...]
+    top_n: int | None = None  # later stages see only the first stage's top n
+
+    def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Return the order of the last stage, followed by what earlier stages cut."""
+        ranked = list(candidates)
+        for position, stage in enumerate(self.stages):
+            if position and self.top_n is not None:
+                ranked = stage.rerank(query, ranked[: self.top_n]) + ranked[self.top_n :]
+            else:
+                ranked = stage.rerank(query, ranked)
+        return ranked
+
+
+def _check_length(scores: np.ndarray, candidates: Sequence[Candidate]) -> None:
+    if scores.shape[0] != len(candidates):
+        raise ValueError(f"got {scores.shape[0]} scores for {len(candidates)} candidates")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("reranker returned a non-finite score")
+
+
+def rerank_safely(
+    reranker: Reranker,
+    query: str,
+    candidates: Sequence[Candidate],
+    *,
+    warnings: list[str],
+    min_candidates: int = 4,
+) -> list[Candidate]:
+    """Rerank when there are at least min_candidates; on failure keep the order and warn."""
+    if len(candidates) < min_candidates:
+        return list(candidates)
+    saved = [(candidate.score, dict(candidate.scores)) for candidate in candidates]
+    try:
+        return reranker.rerank(query, candidates)
+    except Exception as exc:  # any scorer failure degrades to the fused order (seed 002 §14.1)
+        for candidate, (score, scores) in zip(candidates, saved, strict=True):
+            candidate.score, candidate.scores = score, scores  # undo a half-applied stage
+        message = f"rerank skipped: {type(exc).__name__}: {exc}; kept the fused order"
+        logger.warning(message)
+        warnings.append(message)
+        return list(candidates)

@@ -1,0 +1,273 @@
+"""One entry point for everything that retrieves: `retrieve(query, kb, params)`.
+
+Modes: "bm25" and "vector" run one leg over child chunks; "hybrid" fuses both legs
+(RRF or weighted, DESIGN R3); "multipath" is seed 002's four-path recall over parent
+chunks (R4). Then, as enabled: example penalty, rerank, post-processing, quality gate.
+Each stage's time lands in `timings_ms`, each leg's hits in `legs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any, Literal
+
+import numpy as np
+
+from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder
+
+from .analysis import analyze
+from .candidates import Candidate
+from .fusion import FusionParams, apply_example_penalty, expand_query, fuse
+from .gate import GateParams, GateResult, apply_quality_gate
+from .models import Chunk, KnowledgeBase
+from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
+from .recall import multipath_recall
+from .rerank import FiveFactorReranker, rerank_safely
+from .search import Hit, SearchBackend, get_backend, pinned
+
+Mode = Literal["bm25", "vector", "hybrid", "multipath"]
+MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath")
+
+
+class InvalidQuery(ValueError):
+    """A query that cannot be searched; the message says why."""
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    mode: Mode = "hybrid"
+    top_k: int = 5  # final results
+    leg_top_k: int = 30  # per leg, before fusion
+    fusion: FusionParams = FusionParams()
+    rerank: bool = True
+    postprocess: bool = True
+    gate: GateParams | None = GateParams()
+    expand_cross_language: bool = True
+    max_expansions: int = 3
+    example_penalty: bool = True
+    max_query_chars: int = 1000
+    scope: str | None = None
+    chapter: tuple[str, str] | None = None  # (chapter_level_1, chapter_level_2) for multipath
+
+
+@dataclass
+class RetrievalResult:
+    query: str
+    mode: str
+    candidates: list[Candidate] = field(default_factory=list)
+    legs: dict[str, list[Candidate]] = field(default_factory=dict)
+    fused: list[Candidate] = field(default_factory=list)
+    reranked: list[Candidate] = field(default_factory=list)
+    gate: GateResult | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    reason: str = ""  # why there are no candidates, when there are none
+
+    def results(self) -> list[dict[str, Any]]:
+        return [candidate.as_result(rank) for rank, candidate in enumerate(self.candidates, 1)]
+
+    @property
+    def references(self) -> list[Candidate]:
+        """The candidates the gate accepted (all of them when no gate ran)."""
+        return list(self.gate.references) if self.gate else list(self.candidates)
+
+
+class _Timer:
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+
+    def __call__(self, stage: str, work: Callable[[], Any]) -> Any:
+        started = perf_counter()
+        try:
+            return work()
+        finally:
+            self.timings[stage] = round((perf_counter() - started) * 1000, 3)
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What the legs and recall paths share for one query."""
+
+    kb: KnowledgeBase
+    backend: SearchBackend
+    queries: tuple[str, ...]  # the query and its cross-language variants
+    tokens: tuple[tuple[str, ...], ...]  # analysed tokens of each query
+    vectors: tuple[np.ndarray, ...]  # embedding of each query
+
+    def keyword_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
+        return _merge([self.backend.keyword(self.kb, t, level=level, top_k=top_k, only=only) for t in self.tokens], top_k)
+
+    def vector_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
+        return _merge([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)
+
+    def candidates(self, hits: Sequence[Hit], source: str) -> list[Candidate]:
+        infos = self.backend.chunks(self.kb, [chunk_id for chunk_id, _ in hits])
+        return [infos[c].candidate(score, source) for c, score in hits if c in infos]
+
+    def fill_vector_scores(self, candidates: Sequence[Candidate]) -> None:
+        """Give every candidate its cosine to the query, for rerank and the gate."""
+        missing = [c for c in candidates if "vector" not in c.scores]
+        if missing:
+            cosines = self.backend.cosines(self.kb, self.vectors[0], [c.chunk_id for c in missing])
+            for candidate, cosine in zip(missing, cosines, strict=True):
+                candidate.scores["vector"] = float(cosine)
+
+
+def _merge(hit_lists: Sequence[Sequence[Hit]], top_k: int) -> list[Hit]:
+    """Merge the hits of the query variants, keeping each chunk's best score."""
+    if len(hit_lists) == 1:
+        return list(hit_lists[0])
+    best: dict[int, float] = {}
+    for hits in hit_lists:
+        for chunk_id, score in hits:
+            best[chunk_id] = max(score, best.get(chunk_id, score))
+    return sorted(best.items(), key=lambda hit: -hit[1])[:top_k]
+
+
+def retrieve(
+    query: str,
+    kb: KnowledgeBase,
+    params: RetrievalParams = RetrievalParams(),
+    *,
+    backend: SearchBackend | None = None,
+    embedder: Embedder | None = None,
+) -> RetrievalResult:
+    """Find the chunks of `kb` that answer `query`, with every stage's scores and timings."""
+    query, warnings = _clean_query(query, params.max_query_chars)
+    result = RetrievalResult(query=query, mode=params.mode, warnings=warnings)
+    started = perf_counter()
+    backend = backend or get_backend()
+    load_started = perf_counter()
+    with pinned(backend, kb):
+        # Entering the pin checks the KB's version, and rebuilds the embedded index if it moved.
+        result.timings_ms["load_index"] = round((perf_counter() - load_started) * 1000, 3)
+        if not backend.size(kb)["chunks"]:
+            result.reason = "the knowledge base has no ready documents"
+        else:
+            _search(query, kb, params, backend, embedder, result)
+    result.timings_ms["total"] = round((perf_counter() - started) * 1000, 3)
+    return result
+
+
+def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> None:
+    timer = _Timer(result.timings_ms)
+    context = _search_context(query, kb, params, backend, embedder, timer)
+    if not any(context.tokens):
+        # Punctuation or emoji alone: a vector of it would match noise.
+        result.reason = "the query has no words to search for"
+        return
+    result.fused = _recall(context, params, result, timer)
+    ranked = _refine(context, params, result, timer)
+    result.candidates = ranked
+    if params.gate is not None:
+        result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=params.scope))
+    if not ranked:
+        result.reason = "nothing in the knowledge base matches the query"
+
+
+def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
+    query = " ".join((query or "").split())
+    if not query:
+        raise InvalidQuery("the query is empty")
+    if len(query) > max_chars:
+        return query[:max_chars], [f"the query was truncated to its first {max_chars} characters"]
+    return query, []
+
+
+def _search_context(query, kb, params, backend, embedder, timer) -> SearchContext:
+    variants = expand_query(query, limit=params.max_expansions) if params.expand_cross_language else [query]
+    tokens = timer("analyze", lambda: tuple(tuple(analyze(q)) for q in variants))
+    vectors: tuple[np.ndarray, ...] = ()
+    if params.mode != "bm25":
+        model = embedder or _kb_embedder(kb)
+        vectors = timer("embed_query", lambda: tuple(embed_query_cached(model, q) for q in variants))
+    return SearchContext(kb, backend, tuple(variants), tokens, vectors)
+
+
+def _kb_embedder(kb: KnowledgeBase) -> Embedder:
+    kb.refresh_from_db(fields=["embedder"])
+    return get_embedder(kb.embedder or None)
+
+
+def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalResult, timer) -> list[Candidate]:
+    if params.mode == "multipath":
+        paths = timer("recall", lambda: multipath_recall(context, params))
+        result.legs = {name: hits for name, (_, hits) in paths.items()}
+        from .fusion import weighted_rrf
+
+        keywords = [t for tokens in context.tokens for t in tokens]
+        return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope))
+    legs = {}
+    if params.mode in ("bm25", "hybrid"):
+        hits = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+        legs["bm25"] = context.candidates(hits, "bm25")
+    if params.mode in ("vector", "hybrid"):
+        hits = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+        legs["vector"] = context.candidates(hits, "vector")
+    result.legs = legs
+    if len(legs) == 1:
+        return [_as_fused(candidate) for candidate in next(iter(legs.values()))]
+    return timer("fusion", lambda: fuse(legs, params=params.fusion))
+
+
+def _as_fused(candidate: Candidate) -> Candidate:
+    """Copy a single leg's hit as the fused list's, its leg score as the fused score."""
+    scores = {**candidate.scores, "fusion": candidate.score}
+    return dataclasses.replace(candidate, scores=scores, sources=set(candidate.sources))
+
+
+def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalResult, timer) -> list[Candidate]:
+    ranked = list(result.fused)
+    if params.example_penalty:
+        ranked = apply_example_penalty(ranked)
+    if params.rerank and params.mode != "bm25":
+        timer("cosines", lambda: context.fill_vector_scores(ranked))
+        reranker = FiveFactorReranker(tokenize=analyze)
+        ranked = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], ranked, warnings=result.warnings))
+        result.reranked = list(ranked)
+    if not params.postprocess:
+        return ranked[: params.top_k]
+    post = PostContext(query=context.queries[0], neighbours=_neighbour_lookup(context, ranked))
+    pipeline = default_pipeline(PostProcessingParams(top_k=params.top_k))
+    ranked, timings = run_postprocessing(ranked, post, pipeline, warnings=result.warnings)
+    result.timings_ms.update({f"post.{name}": round(ms, 3) for name, ms in timings.items()})
+    return ranked
+
+
+def _neighbour_lookup(context: SearchContext, ranked: Sequence[Candidate]):
+    infos = context.backend.chunks(context.kb, [c.chunk_id for c in ranked])
+    texts = context.backend.neighbours(context.kb, list(infos.values()))
+
+    def lookup(candidate: Candidate) -> tuple[str, str]:
+        key = (candidate.doc_id, candidate.level)
+        return texts.get((*key, candidate.index - 1), ""), texts.get((*key, candidate.index + 1), "")
+
+    return lookup
+
+
+# --- per-KB settings ----------------------------------------------------------------------
+
+_FUSION_FIELDS = {f.name for f in dataclasses.fields(FusionParams)}
+_PARAM_FIELDS = {"mode", "top_k", "leg_top_k", "rerank", "postprocess", "expand_cross_language", "example_penalty"}
+
+
+def params_for_kb(kb: KnowledgeBase, **overrides: Any) -> RetrievalParams:
+    """The KB's stored retrieval settings as params, with keyword overrides on top."""
+    stored = kb.retrieval_settings or {}
+    fusion_values = {k: v for k, v in (stored.get("fusion") or {}).items() if k in _FUSION_FIELDS}
+    values = {k: v for k, v in stored.items() if k in _PARAM_FIELDS}
+    params = RetrievalParams(fusion=FusionParams(**fusion_values), **values)
+    return dataclasses.replace(params, **overrides)
+
+
+def save_params_for_kb(kb: KnowledgeBase, params: RetrievalParams) -> None:
+    """Store the fusion mode, weights and thresholds (and the mode) as the KB's settings."""
+    kb.retrieval_settings = {
+        **(kb.retrieval_settings or {}),
+        "mode": params.mode,
+        "fusion": dataclasses.asdict(params.fusion),
+    }
+    KnowledgeBase.objects.filter(pk=kb.pk).update(retrieval_settings=kb.retrieval_settings)

@@ -1,0 +1,149 @@
+"""The search backend contract: keyword and vector legs over a KB's live chunks.
+
+Two backends keep it: `memory_index.MemoryBackend` (embedded default: per-process numpy
+and BM25 indexes rebuilt when the KB's content_version moves) and `pg_search.PgBackend`
+(full stack: pgvector HNSW and PostgreSQL full-text; no process holds an index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from django.db import connection
+from django.db.models import F, QuerySet, Subquery
+
+from .candidates import Candidate
+from .models import KnowledgeBase, SearchEntry
+
+Hit = tuple[int, float]  # (chunk id, score), best first
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """What a candidate needs to know about its chunk, loaded once."""
+
+    chunk_id: int
+    doc_id: int
+    doc_name: str
+    text: str
+    level: int
+    parent_id: int | None
+    index: int
+    section_index: str
+    section_title: str
+    chapter_level_1: str
+    chapter_level_2: str
+    tags: tuple[str, ...]
+    scope: str
+    tokens: tuple[str, ...]
+
+    def candidate(self, score: float = 0.0, source: str = "") -> Candidate:
+        return Candidate(
+            chunk_id=self.chunk_id,
+            doc_id=self.doc_id,
+            doc_name=self.doc_name,
+            text=self.text,
+            level=self.level,
+            parent_id=self.parent_id,
+            index=self.index,
+            section_index=self.section_index,
+            section_title=self.section_title,
+            chapter_level_1=self.chapter_level_1,
+            chapter_level_2=self.chapter_level_2,
+            tags=self.tags,
+            metadata={"scope": self.scope} if self.scope else {},
+            tokens=self.tokens,
+            score=score,
+            scores={source: score} if source else {},
+            sources={source} if source else set(),
+        )
+
+
+class SearchBackend(Protocol):
+    def keyword(
+        self, kb: KnowledgeBase, tokens: Sequence[str], *, level: int, top_k: int,
+        only: Collection[int] | None = None,
+    ) -> list[Hit]: ...
+
+    def vector(
+        self, kb: KnowledgeBase, query: np.ndarray, *, level: int, top_k: int,
+        only: Collection[int] | None = None,
+    ) -> list[Hit]: ...
+
+    def chunks(self, kb: KnowledgeBase, chunk_ids: Collection[int]) -> dict[int, ChunkInfo]: ...
+
+    def tagged(self, kb: KnowledgeBase, keywords: Sequence[str], *, limit: int) -> list[int]:
+        """Chunk ids whose tags contain one of the keywords (LIKE), most matches first."""
+        ...
+
+    def in_chapter(self, kb: KnowledgeBase, chapter_level_1: str, chapter_level_2: str) -> list[int]: ...
+
+    def cosines(self, kb: KnowledgeBase, query: np.ndarray, chunk_ids: Sequence[int]) -> np.ndarray: ...
+
+    def neighbours(self, kb: KnowledgeBase, chunks: Sequence[ChunkInfo]) -> Mapping[tuple[int, int, int], str]:
+        """Texts of the chunks right before and after each given one, keyed (doc, level, index)."""
+        ...
+
+    def size(self, kb: KnowledgeBase) -> dict[str, int]:
+        """Chunks searchable and bytes this process holds for the KB."""
+        ...
+
+
+def pinned(backend: SearchBackend, kb: KnowledgeBase) -> AbstractContextManager:
+    """Let a backend serve one query's many calls from one view of the KB, if it can.
+
+    The embedded backend then checks the KB's content_version once per query instead of
+    once per call; a backend without `pinned` (PostgreSQL reads live rows) needs nothing.
+    """
+    pin = getattr(backend, "pinned", None)
+    return pin(kb) if pin is not None else nullcontext()
+
+
+def live_entries(kb: KnowledgeBase) -> QuerySet:
+    """The KB's search entries under its embedder, for live chunks only."""
+    # The embedder comes from the KB row, not the object: one loaded before the first
+    # ingestion still says "".
+    current_embedder = KnowledgeBase.objects.filter(pk=kb.pk).values("embedder")[:1]
+    return SearchEntry.objects.filter(kb=kb, embedder=Subquery(current_embedder)).filter(
+        chunk__version=F("chunk__document__live_version")
+    )
+
+
+CHUNK_FIELDS = (
+    "chunk_id", "chunk__document_id", "chunk__document__name", "chunk__text", "level", "chunk__parent_id",
+    "chunk__index", "chunk__section_index", "chunk__section_title", "chunk__chapter_level_1",
+    "chunk__chapter_level_2", "chunk__tags", "chunk__document__metadata", "tokens",
+)
+
+
+def chunk_info(row: Sequence) -> ChunkInfo:
+    """Build a ChunkInfo from a `values_list(*CHUNK_FIELDS)` row."""
+    (chunk_id, doc_id, doc_name, text, level, parent_id, index, section_index, section_title,
+     chapter_1, chapter_2, tags, metadata, tokens) = row
+    return ChunkInfo(
+        chunk_id, doc_id, doc_name, text, level, parent_id, index, section_index, section_title,
+        chapter_1, chapter_2, tuple(tags or ()), str((metadata or {}).get("scope", "")),
+        tuple(tokens.split()),
+    )
+
+
+_backend: SearchBackend | None = None
+
+
+def get_backend() -> SearchBackend:
+    """The backend this deployment's database calls for: pgvector on PostgreSQL, else memory."""
+    global _backend
+    if _backend is None:
+        if connection.vendor == "postgresql":
+            from .pg_search import PgBackend
+
+            _backend = PgBackend()
+        else:
+            from .memory_index import MemoryBackend
+
+            _backend = MemoryBackend()
+    return _backend

@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import pytest
+from django.test import TestCase
+
+from knowledge.fusion import FusionParams
+from knowledge.ingest import run_ingestion, submit_document
+from knowledge.models import KnowledgeBase
+from knowledge.retrieval import (
+    MODES,
+    InvalidQuery,
+    RetrievalParams,
+    params_for_kb,
+    retrieve,
+    save_params_for_kb,
+)
+
+pytestmark = pytest.mark.django_db
+
+DOCS = {
+    "vectors.md": "# 1 Vector search\n\nHNSW graphs index embeddings so cosine similarity search stays fast.\n\n"
+    "## 1.1 Quantisation\n\nProduct quantisation compresses vectors into short codes.",
+    "keywords.md": "# 1 Keyword search\n\nBM25 ranks passages by term frequency and inverse document frequency.\n\n"
+    "# 2 Tokenisation\n\nChinese text is segmented with jieba in search mode before indexing.",
+    "施工.md": "# 1 施工准备\n\n按照 GB 50204-2015 执行混凝土结构验收。架桥机进场前应完成技术交底。\n\n"
+    "# 2 安全措施\n\n塔吊作业必须设置警戒区，并安排专人指挥。",
+}
+
+
+def ingest(kb, docs=DOCS):
+    for name, text in docs.items():
+        queued: list[int] = []
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            submit_document(kb, name, text.encode(), enqueue=queued.append)
+        run_ingestion(queued[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_it_finds_the_document_that_answers_in_every_mode(kb, mode):
+    ingest(kb)
+
+    result = retrieve("BM25 term frequency ranking", kb, RetrievalParams(mode=mode))
+
+    assert result.candidates and result.candidates[0].doc_name == "keywords.md"
+    assert result.reason == "" and result.timings_ms["total"] > 0
+    assert [r["rank"] for r in result.results()] == list(range(1, len(result.candidates) + 1))
+    assert set(result.results()[0]) == {"chunk_id", "doc_id", "doc_name", "text", "score", "scores", "section", "rank"}
+
+
+def test_it_reports_each_leg_and_the_fused_scores_in_hybrid_mode(kb):
+    ingest(kb)
+
+    result = retrieve("HNSW cosine similarity", kb, RetrievalParams(mode="hybrid", postprocess=False, rerank=False))
+
+    assert set(result.legs) == {"bm25", "vector"}
+    top = result.fused[0]
+    assert top.doc_name == "vectors.md"
+    assert {"bm25", "vector", "fusion"} <= set(top.scores) and top.sources == {"bm25", "vector"}
+
+
+def test_it_searches_chinese_and_records_multipath_paths(kb):
+    ingest(kb)
+
+    result = retrieve("架桥机进场要求", kb, RetrievalParams(mode="multipath"))
+
+    assert result.candidates[0].doc_name == "施工.md"
+    assert {"parent_hybrid", "child_locator", "tag_match"} <= set(result.legs)
+    assert all(c.level == 0 for c in result.candidates)
+
+
+def test_it_never_returns_chunks_of_another_kb(kb, bob):
+    ingest(kb)
+    other = KnowledgeBase.objects.create(slug="bobs", name="Bob's", owner=bob)
+    ingest(other, {"secret.md": "# 1 Secret\n\nBM25 term frequency ranking is secret here."})
+
+    for mode in MODES:
+        result = retrieve("BM25 term frequency ranking secret", kb, RetrievalParams(mode=mode, top_k=10))
+        assert "secret.md" not in {c.doc_name for c in result.candidates}
+
+
+def test_it_rejects_an_empty_query(kb):
+    with pytest.raises(InvalidQuery, match="empty"):
+        retrieve("   ", kb)
+
+
+def test_it_truncates_a_very_long_query_and_says_so(kb):
+    ingest(kb)
+
+    result = retrieve("BM25 " * 2000, kb, RetrievalParams(max_query_chars=1000))
+
+    assert len(result.query) == 1000
+    assert any("truncated" in warning for warning in result.warnings)
+
+
+def test_it_explains_an_empty_knowledge_base(kb):
+    result = retrieve("anything", kb)
+
+    assert result.candidates == [] and "no ready documents" in result.reason
+
+
+def test_it_handles_a_query_of_punctuation_and_emoji(kb):
+    ingest(kb)
+
+    result = retrieve("？？！！ 🙂🙂", kb, RetrievalParams(mode="bm25"))
+
+    assert result.candidates == [] and result.reason
+
+
+def test_it_sees_new_documents_after_the_kb_changes(kb):
+    ingest(kb)
+    before = retrieve("quantum chromodynamics gluon", kb, RetrievalParams(mode="bm25"))
+
+    ingest(kb, {"physics.md": "# 1 QCD\n\nQuantum chromodynamics describes gluon interactions."})
+    after = retrieve("quantum chromodynamics gluon", kb, RetrievalParams(mode="bm25"))
+
+    assert "physics.md" not in {c.doc_name for c in before.candidates}
+    assert after.candidates[0].doc_name == "physics.md"
+
+
+def test_it_stores_and_loads_per_kb_params(kb):
+    save_params_for_kb(kb, RetrievalParams(mode="hybrid", fusion=FusionParams(mode="weighted", vector_weight=0.4, bm25_weight=0.6)))
+    kb.refresh_from_db()
+
+    params = params_for_kb(kb, top_k=7)
+
+    assert params.fusion.mode == "weighted" and params.fusion.bm25_weight == 0.6
+    assert params.top_k == 7 and params.mode == "hybrid"
+
+
+def test_it_keeps_the_order_when_rerank_fails(kb, monkeypatch):
+    ingest(kb)
+
+    def explode(self, query, candidates):
+        raise RuntimeError("scorer down")
+
+    monkeypatch.setattr("knowledge.rerank.FiveFactorReranker.rerank", explode)
+    params = RetrievalParams(mode="hybrid", postprocess=False, top_k=10)
+    result = retrieve("search", kb, params)
+
+    assert any("rerank skipped" in warning for warning in result.warnings)
+    assert [c.chunk_id for c in result.candidates] == [c.chunk_id for c in result.fused][:10]

@@ -1,0 +1,121 @@
+// The chat page's own JS: keep the answer in view, copy, open a citation's evidence,
+// send on Enter. htmx and its websocket extension do the rest.
+(function () {
+  "use strict";
+
+  var STICK_PX = 80; // closer than this to the bottom: follow the streamed answer
+
+  function chat() {
+    return document.querySelector("[data-chat]");
+  }
+
+  function messages() {
+    return document.querySelector("[data-messages]");
+  }
+
+  function nearBottom(box) {
+    return box.scrollHeight - box.scrollTop - box.clientHeight < STICK_PX;
+  }
+
+  function scrollToEnd(box) {
+    box.scrollTop = box.scrollHeight;
+  }
+
+  // The bottom is measured before a message lands, so a reader who scrolled up stays put.
+  var following = true;
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    var box = messages();
+    following = box ? nearBottom(box) : false;
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var box = messages();
+    if (box && following) scrollToEnd(box);
+    keepNewestEvidence();
+    showSessionInAddressBar();
+  });
+
+  function keepNewestEvidence() {
+    var active = document.querySelectorAll(".evidence-list.is-active");
+    for (var i = 0; i < active.length - 1; i++) active[i].classList.remove("is-active");
+  }
+
+  // A new chat gets its session id from the first event: make the URL the session's own.
+  function showSessionInAddressBar() {
+    var field = document.getElementById("session-id");
+    if (field && field.value && window.location.pathname === "/") {
+      history.replaceState(null, "", "/c/" + encodeURIComponent(field.value) + "/");
+    }
+  }
+
+  function openEvidence(link) {
+    var key = link.getAttribute("data-evidence");
+    var item = document.getElementById("ev-" + key + "-" + link.getAttribute("data-cite"));
+    if (!item) return false;
+    document.querySelectorAll(".evidence-list").forEach(function (list) {
+      list.classList.toggle("is-active", list === item.parentElement);
+    });
+    document.querySelectorAll(".evidence-item.is-highlighted").forEach(function (other) {
+      other.classList.remove("is-highlighted");
+    });
+    item.classList.add("is-highlighted");
+    var root = chat();
+    if (root) root.classList.add("evidence-open");
+    item.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    return true;
+  }
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    var scratch = document.createElement("textarea");
+    scratch.value = text;
+    document.body.appendChild(scratch);
+    scratch.select();
+    document.execCommand("copy");
+    scratch.remove();
+    return Promise.resolve();
+  }
+
+  document.addEventListener("click", function (event) {
+    if (!(event.target instanceof Element)) return;
+    var cite = event.target.closest("a.cite[data-cite]");
+    if (cite && openEvidence(cite)) {
+      event.preventDefault();
+      return;
+    }
+    if (event.target.closest("[data-evidence-close]")) {
+      var root = chat();
+      if (root) root.classList.remove("evidence-open");
+      return;
+    }
+    var copy = event.target.closest("[data-copy]");
+    if (copy) {
+      var source = document.querySelector(copy.getAttribute("data-copy"));
+      if (!source) return;
+      var label = copy.textContent;
+      copyText(source.innerText.trim()).then(function () {
+        copy.textContent = "Copied ✓ · 已复制";
+        setTimeout(function () { copy.textContent = label; }, 1500);
+      });
+    }
+  });
+
+  // Enter sends, Shift+Enter starts a new line; an IME composing Chinese keeps its Enter.
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (!(box instanceof HTMLTextAreaElement) || !box.form || !box.form.hasAttribute("data-chat-form")) return;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    if (box.value.trim()) box.form.requestSubmit();
+  });
+
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    var form = event.target instanceof Element ? event.target.closest("[data-chat-form]") : null;
+    if (form) form.querySelector("textarea").value = "";
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var box = messages();
+    if (box) scrollToEnd(box);
+  });
+})();
