@@ -105,6 +105,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
+    # Tests run the chat pipeline and ingestion on worker threads: an in-memory shared-cache
+    # database locks whole tables and fails at once ("database table is locked"), while a
+    # file in WAL mode waits for the lock like production does.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.getenv("REDIS_URL", "")

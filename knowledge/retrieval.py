@@ -43,6 +43,7 @@ class RetrievalParams:
     leg_top_k: int = 30  # per leg, before fusion
     fusion: FusionParams = FusionParams()
     rerank: bool = True
+    rerank_depth: int = 20  # only the fused list's head is reranked; the tail keeps its order
     postprocess: bool = True
     gate: GateParams | None = GateParams()
     expand_cross_language: bool = True
@@ -224,9 +225,11 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     if params.example_penalty:
         ranked = apply_example_penalty(ranked)
     if params.rerank and params.mode != "bm25":
-        timer("cosines", lambda: context.fill_vector_scores(ranked))
+        timer("cosines", lambda: context.fill_vector_scores(ranked[: params.rerank_depth]))
         reranker = FiveFactorReranker(tokenize=analyze)
-        ranked = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], ranked, warnings=result.warnings))
+        head, tail = ranked[: params.rerank_depth], ranked[params.rerank_depth :]
+        head = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], head, warnings=result.warnings))
+        ranked = head + tail
         result.reranked = list(ranked)
     if not params.postprocess:
         return ranked[: params.top_k]
