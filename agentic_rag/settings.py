@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -67,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "agentic_rag.metrics.metrics_middleware",
 ]
 
 ROOT_URLCONF = "agentic_rag.urls"
@@ -239,6 +241,30 @@ CHAT_REWRITE_CACHE_TTL = envint("CHAT_REWRITE_CACHE_TTL", "3600")
 CHAT_INTENT_CACHE_TTL = envint("CHAT_INTENT_CACHE_TTL", "3600")
 # Span input and output are cut to this many characters in stored traces.
 CHAT_SPAN_MAX_CHARS = envint("CHAT_SPAN_MAX_CHARS", "2000")
+# S6 tool channel: each tool call gets this long before it counts as failed (seconds).
+CHAT_TOOL_TIMEOUT_S = envfloat("CHAT_TOOL_TIMEOUT_S", "5")
+# Router (chat.routing_kb): with no KB chosen, route by content to the best readable KB
+# scoring at least KB_ROUTE_MIN_SCORE; off, such questions take the general path.
+KB_AUTO_ROUTE = envbool("KB_AUTO_ROUTE", "true")
+KB_ROUTE_MIN_SCORE = envfloat("KB_ROUTE_MIN_SCORE", "0.15")
+# Workers (chat.workers): each retrieval worker of a fan-out gets this long (seconds).
+CHAT_WORKER_TIMEOUT_S = envfloat("CHAT_WORKER_TIMEOUT_S", "5")
+# Rate limits of /api/chat, /api/chat/stream, the send view and the websocket (requests per
+# second; 0 switches a level off): a global token bucket, sliding windows per user and session.
+RATE_LIMIT_GLOBAL_QPS = envint("RATE_LIMIT_GLOBAL_QPS", "1000")
+RATE_LIMIT_USER_QPS = envint("RATE_LIMIT_USER_QPS", "10")
+RATE_LIMIT_SESSION_QPS = envint("RATE_LIMIT_SESSION_QPS", "5")
+# Memory (chat.memory): past CHAT_SUMMARY_TURNS unsummarised turns, the oldest
+# CHAT_SUMMARY_SHARE of them are summarised; past exchanges are recalled when at least
+# CHAT_MEMORY_MIN_SIMILARITY alike (cosine), CHAT_MEMORY_K at most.
+CHAT_SUMMARY_TURNS = envint("CHAT_SUMMARY_TURNS", "20")
+CHAT_SUMMARY_SHARE = envfloat("CHAT_SUMMARY_SHARE", "0.6")
+CHAT_MEMORY_K = envint("CHAT_MEMORY_K", "3")
+CHAT_MEMORY_MIN_SIMILARITY = envfloat("CHAT_MEMORY_MIN_SIMILARITY", "0.5")
+CHAT_MEMORY_SCAN = envint("CHAT_MEMORY_SCAN", "2000")
+# External MCP servers whose tools join the tool channel, as JSON: a list of
+# {"name", "command", "args"?, "env"?} (stdio) or {"name", "url"} (Streamable HTTP).
+MCP_SERVERS = json.loads(os.getenv("MCP_SERVERS", "[]"))
 # --- end of Chat ------------------------------------------------------------------------
 
 # Demo content created by `manage.py setup_demo` (make run).

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Conversation, Message, Span, Trace
+from .models import Conversation, CurrencyRate, Feedback, Message, Span, Trace
 
 
 class MessageInline(admin.TabularInline):
@@ -65,3 +65,19 @@ class SpanAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ["kind", "status"]
     search_fields = ["name", "trace__trace_id"]
     raw_id_fields = ["trace"]
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "is_positive", "agent_type", "query", "message", "trace", "created"]
+    list_filter = ["is_positive", "agent_type"]
+    search_fields = ["query", "comment", "user__username"]
+    raw_id_fields = ["user", "message", "trace"]
+    readonly_fields = ["created"]
+
+
+@admin.register(CurrencyRate)
+class CurrencyRateAdmin(admin.ModelAdmin):
+    list_display = ["code", "per_usd", "as_of", "source"]
+    list_filter = ["as_of"]
+    search_fields = ["code"]

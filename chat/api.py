@@ -1,6 +1,6 @@
 """The chat HTTP API: `POST /api/chat` (JSON) and `POST /api/chat/stream` (SSE).
 
-Both take `{"message", "session_id"?, "kb"?}` as a JSON body (or form data) and run the
+Both take `{"message", "session_id"?, "kb"?, "agent_type"?}` as a JSON body (or form data) and run the
 same pipeline as the chat page. Bad input is a 400 with a message; a KB that does not
 exist and one the caller may not read are the same 404.
 """
@@ -14,9 +14,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.http import require_POST
 
 from agentic_rag.auth import api_auth, api_error
+from agentic_rag.ratelimit import rate_limited
 
 from .adapters import asse_stream, sse_stream, summarise
-from .forms import AskForm, chat_request
+from .feedback import record_feedback
+from .forms import AskForm, FeedbackApiForm, chat_request
+from .models import Message
 from .pipeline import ChatRefused, aiter_chat, iter_chat
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -49,6 +52,7 @@ def _refused(refusal: ChatRefused) -> JsonResponse:
 
 
 @api_auth
+@rate_limited
 @require_POST
 def chat_json(request: HttpRequest) -> HttpResponse:
     form = _ask_form(request)
@@ -62,6 +66,7 @@ def chat_json(request: HttpRequest) -> HttpResponse:
 
 
 @api_auth
+@rate_limited
 @require_POST
 def chat_stream(request: HttpRequest) -> HttpResponse:
     form = _ask_form(request)
@@ -77,3 +82,35 @@ def chat_stream(request: HttpRequest) -> HttpResponse:
         except ChatRefused as refusal:
             return _refused(refusal)
     return StreamingHttpResponse(content, content_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _json_body(request: HttpRequest) -> dict | JsonResponse:
+    if request.content_type != "application/json":
+        return request.POST.dict()
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return api_error(400, "The body is not valid JSON.", "bad_json")
+    return data if isinstance(data, dict) else api_error(400, "Send a JSON object.", "bad_json")
+
+
+@api_auth
+@require_POST
+def feedback(request: HttpRequest) -> HttpResponse:
+    """Record a verdict on one of the caller's answers: `{message_id, is_positive, comment?, …}`."""
+    data = _json_body(request)
+    if isinstance(data, JsonResponse):
+        return data
+    form = FeedbackApiForm(data)
+    if not form.is_valid():
+        return api_error(400, form.first_error(), "bad_input")
+    fields = form.cleaned_data
+    own = Message.objects.filter(conversation__user=request.user, role="assistant").select_related("trace")
+    message = own.filter(pk=fields["message_id"]).first()
+    if message is None:  # someone else's answer and a missing one look the same
+        return api_error(404, "No such message.", "unknown_message")
+    saved = record_feedback(
+        request.user, message, is_positive=fields["is_positive"], comment=fields["comment"],
+        agent_type=fields["agent_type"], metadata=fields["metadata"],
+    )
+    return JsonResponse({"id": saved.pk, "message_id": message.pk, "is_positive": saved.is_positive}, status=201)

@@ -15,6 +15,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from agentic_rag.ratelimit import Decision, check_rate
+
 from .adapters import error_event
 from .cards import StageCard, card_ended, card_started, cards_by_id, stage_lanes
 from .events import PipelineEvent
@@ -49,6 +51,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.run and not self.run.done():
             await self.send(text_data=_render("toast", {"text": BUSY}))
+            return
+        decision = await _check_rate(self.user, self.scope.get("session"))
+        if not decision.allowed:  # the question is dropped, not queued
+            await self.send(text_data=_render("toast", {"text": decision.message}))
             return
         form = await _parse(text_data, self.user)
         if not form.is_valid():
@@ -144,6 +150,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
 def _render(partial: str, context: dict) -> str:
     return render_to_string(f"{PAGE}#{partial}", context).strip()
+
+
+@database_sync_to_async
+def _check_rate(user, session) -> Decision:
+    return check_rate(user.pk, getattr(session, "session_key", "") or "")
 
 
 @database_sync_to_async

@@ -9,6 +9,7 @@ from django.core.validators import MaxLengthValidator
 from knowledge.models import KnowledgeBase
 
 from .pipeline import ChatOptions, ChatRequest
+from .workers import AGENT_TYPES
 
 AUTO = "auto"
 UNKNOWN_KB = "unknown_kb"
@@ -24,6 +25,7 @@ class AskForm(forms.Form):
         error_messages={"invalid": "session_id: 1-64 letters, digits and _ . : -"},
     )
     kb = forms.CharField(required=False, max_length=64)
+    agent_type = forms.ChoiceField(choices=[(name, name) for name in AGENT_TYPES], required=False)
 
     def __init__(self, data=None, *, user, **kwargs) -> None:
         super().__init__(data, **kwargs)
@@ -44,6 +46,9 @@ class AskForm(forms.Form):
             raise forms.ValidationError("No such knowledge base.", code=UNKNOWN_KB)
         return slug
 
+    def clean_agent_type(self) -> str:
+        return self.cleaned_data["agent_type"] or AUTO
+
     def clean_session_id(self) -> str | None:
         return self.cleaned_data["session_id"] or None
 
@@ -62,10 +67,37 @@ class FeedbackForm(forms.Form):
     value = forms.ChoiceField(choices=[("up", "👍"), ("down", "👎")])
 
 
+class FeedbackApiForm(forms.Form):
+    """`POST /api/feedback`: a verdict on one of the caller's answers."""
+
+    message_id = forms.IntegerField(min_value=1)
+    is_positive = forms.NullBooleanField()
+    comment = forms.CharField(required=False, max_length=4000)
+    agent_type = forms.CharField(required=False, max_length=64)
+    metadata = forms.JSONField(required=False)
+
+    def clean_is_positive(self) -> bool:
+        value = self.cleaned_data["is_positive"]
+        if value is None:
+            raise forms.ValidationError("is_positive: send true or false.")
+        return value
+
+    def clean_metadata(self) -> dict:
+        value = self.cleaned_data["metadata"]
+        if value in (None, ""):
+            return {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError("metadata: send a JSON object.")
+        return value
+
+    def first_error(self) -> str:
+        return next(iter(e for errors in self.errors.values() for e in errors), "Invalid input.")
+
+
 def chat_request(form: AskForm) -> ChatRequest:
     """Return the pipeline request a valid AskForm describes."""
     data = form.cleaned_data
-    options = ChatOptions(kb_slug=data["kb"])
+    options = ChatOptions(kb_slug=data["kb"], agent_type=data["agent_type"])
     return ChatRequest(
         user=form.user, session_id=data["session_id"], message=data["message"], options=options
     )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
+
+from agentic_rag.vectors import EmbeddingField
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -59,6 +62,12 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+    @cached_property
+    def feedback_value(self) -> str:
+        """ "up", "down" or "" for the newest verdict on this message (its owner's: only they see it)."""
+        latest = self.feedback.order_by("-created", "-id").first()
+        return "" if latest is None else ("up" if latest.is_positive else "down")
 
 
 class Shortcut(models.TextChoices):
@@ -135,3 +144,93 @@ class Span(models.Model):
     @property
     def end_ms(self) -> float:
         return self.start_ms + self.ms
+
+
+class ConversationSummary(models.Model):
+    """The rolling summary of a conversation's oldest turns (seed 000 §5.2)."""
+
+    conversation = models.OneToOneField(Conversation, models.CASCADE, related_name="summary")
+    text = models.TextField(blank=True)
+    # The newest message the summary covers; later messages load verbatim.
+    until_message_id = models.BigIntegerField(default=0)
+    turns = models.PositiveIntegerField(default=0, help_text="Exchanges summarised so far.")
+    method = models.CharField(max_length=16, default="extractive")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"summary of {self.conversation_id} ({self.turns} turns)"
+
+
+class MemoryEntryQuerySet(models.QuerySet):
+    def for_user(self, user) -> MemoryEntryQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(user=user)
+
+
+class MemoryEntry(models.Model):
+    """One past exchange of a user, embedded so that later questions can recall it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="chat_memories")
+    message = models.OneToOneField(Message, models.CASCADE, related_name="memory", help_text="The answer.")
+    question = models.TextField()
+    answer = models.TextField()
+    embedder = models.CharField(max_length=100)
+    embedding = EmbeddingField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MemoryEntryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "embedder"])]
+
+    def __str__(self) -> str:
+        return self.question[:60]
+
+
+class CurrencyRateQuerySet(models.QuerySet):
+    def latest_table(self) -> dict[str, CurrencyRate]:
+        """The newest rate of each currency, by code."""
+        table: dict[str, CurrencyRate] = {}
+        for rate in self.order_by("code", "-as_of"):
+            table.setdefault(rate.code, rate)
+        return table
+
+
+class CurrencyRate(models.Model):
+    """How many units of `code` one US dollar buys on `as_of`, and where the figure came from."""
+
+    code = models.CharField(max_length=3)
+    per_usd = models.DecimalField(max_digits=20, decimal_places=8)
+    as_of = models.DateField()
+    source = models.CharField(max_length=200, blank=True)
+
+    objects = CurrencyRateQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["code", "-as_of"]
+        constraints = [models.UniqueConstraint(fields=["code", "as_of"], name="chat_currencyrate_code_date")]
+
+    def __str__(self) -> str:
+        return f"1 USD = {self.per_usd} {self.code} ({self.as_of})"
+
+
+class Feedback(models.Model):
+    """A user's verdict on one answer, with what was asked and which agent answered."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="chat_feedback")
+    message = models.ForeignKey(Message, models.CASCADE, related_name="feedback")
+    trace = models.ForeignKey(Trace, models.SET_NULL, null=True, blank=True, related_name="feedback")
+    is_positive = models.BooleanField()
+    comment = models.TextField(blank=True)
+    query = models.TextField(blank=True)
+    agent_type = models.CharField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{'👍' if self.is_positive else '👎'} {self.user} on message {self.message_id}"

@@ -16,4 +16,5 @@ urlpatterns = [
     path("traces/<uuid:trace_id>/", views.trace_detail, name="trace-detail"),
     path("api/chat", api.chat_json, name="api-chat"),
     path("api/chat/stream", api.chat_stream, name="api-chat-stream"),
+    path("api/feedback", api.feedback, name="api-feedback"),
 ]

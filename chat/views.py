@@ -7,13 +7,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from agentic_rag.ratelimit import rate_limited
 from knowledge.models import KnowledgeBase
 
 from .cards import stage_lanes
+from .feedback import record_feedback
 from .forms import AskForm, FeedbackForm, RenameForm, chat_request
 from .models import Conversation, Message, Trace
 from .pipeline import ChatRefused, export_graph, iter_chat
@@ -69,6 +70,7 @@ def chat_session(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @login_required
+@rate_limited
 @require_POST
 def chat_send(request: HttpRequest) -> HttpResponse:
     """Answer without JavaScript: run the pipeline to the end, then show the session."""
@@ -126,12 +128,7 @@ def message_feedback(request: HttpRequest, pk: int) -> HttpResponse:
     message = _get_message_for_user(request, pk)
     form = FeedbackForm(request.POST)
     if form.is_valid():
-        value = form.cleaned_data["value"]
-        message.debug = {
-            **(message.debug or {}),
-            "feedback": {"value": value, "at": timezone.now().isoformat()},
-        }
-        message.save(update_fields=["debug"])
+        record_feedback(request.user, message, is_positive=form.cleaned_data["value"] == "up")
     if request.htmx:
         return render(
             request, f"{PAGE}#feedback", {"message": message}, status=200 if form.is_valid() else 400
@@ -145,5 +142,6 @@ def trace_detail(request: HttpRequest, trace_id) -> HttpResponse:
     trace = _get_trace_for_user(request, trace_id)
     rows, axis_ms = waterfall_rows(trace.spans.all(), trace.total_ms or 0.0)
     ticks = [(pct, axis_ms * pct / 100) for pct in (0, 25, 50, 75, 100)]
-    context = {"trace": trace, "rows": rows, "axis_ms": axis_ms, "ticks": ticks}
+    feedback = trace.feedback.select_related("user")
+    context = {"trace": trace, "rows": rows, "axis_ms": axis_ms, "ticks": ticks, "feedback": feedback}
     return render(request, "chat/trace.html", context)

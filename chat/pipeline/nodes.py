@@ -15,6 +15,9 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from chat import memory
+from chat.workers import plan_for, run_plan
+
 from . import stages
 from .intent import DEFAULT_INTENT, classify_intent
 from .prompt import assemble_prompt
@@ -23,7 +26,7 @@ from .rewrite import rewrite_query, unchanged
 from .run import ChatRun, Outcome
 from .state import Turn
 from .store import load_turns
-from .tools import ToolResult
+from .tools import ToolContext, ToolResult
 
 logger = logging.getLogger("chat.pipeline")
 
@@ -33,9 +36,25 @@ SEARCH_FAILED = "the search failed"
 
 
 def _memory(run: ChatRun) -> Outcome:
-    turns = load_turns(run.conversation, run.options.history_turns)
+    summary = memory.summary_of(run.conversation)
+    turns = load_turns(run.conversation, run.options.history_turns, summary.until_message_id if summary else 0)
     run.history = stages.recent_turns(turns, run.options.history_turns)
-    return Outcome("done", f"{len(run.history) // 2} earlier turns")
+    recalled = _recall(run)
+    run.memory = memory.memory_block(summary.text if summary else "", recalled)
+    summarised = f", {summary.turns} summarised" if summary else ""
+    recalled_note = f", {len(recalled)} recalled" if recalled else ""
+    return Outcome("done", f"{len(run.history) // 2} earlier turns{summarised}{recalled_note}")
+
+
+def _recall(run: ChatRun) -> list[memory.Recalled]:
+    """The user's past exchanges like this question; recall is a bonus, so failing is empty."""
+    try:
+        return memory.memory_retrieve(
+            run.conversation.user, run.message, settings.CHAT_MEMORY_K, exclude_conversation=run.conversation.pk
+        )
+    except Exception as error:
+        logger.warning("episodic recall failed, continuing without it: %s", error, exc_info=True)
+        return []
 
 
 def _rewrite(run: ChatRun) -> Outcome:
@@ -45,7 +64,7 @@ def _rewrite(run: ChatRun) -> Outcome:
     c = run.collaborators
     run.rewrite = rewrite_query(
         run.message, run.history, llm=c.llm, cache=c.cache,
-        turns=run.options.rewrite_history_turns, ttl=settings.CHAT_REWRITE_CACHE_TTL,
+        turns=run.options.rewrite_history_turns, ttl=settings.CHAT_REWRITE_CACHE_TTL, memory=run.memory,
     )
     return Outcome("done", f"{run.rewrite.method}: {' | '.join(run.rewrite.queries)}")
 
@@ -105,14 +124,27 @@ def _search(run: ChatRun) -> stages.KbSearch:
     queries = run.rewrite.queries or (run.message,)
     with run.recorder.span("kb", "retrieval", input=list(queries)) as span:
         try:
-            params = stages.retrieval_params(run.kb, run.options)
-            search = stages.search_kb(queries, run.kb, params, retriever=run.collaborators.retriever)
+            search = _run_workers(run, queries)
         except Exception as error:
             logger.warning("KB search failed, continuing without evidence: %s", error, exc_info=True)
             span.fail(error)
             return stages.KbSearch(reason=SEARCH_FAILED)
         span.output = f"{len(search.references)} references; {search.reason}".rstrip("; ")
     _record_retrieval_spans(run, span.start_ms, search)
+    return search
+
+
+def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
+    """Fan the plan's retrieve-only workers out over the queries; merge what they found."""
+    options = run.options
+    plan = plan_for(run.kb.slug, options.agent_type, queries)
+    mode = options.search_mode if options.agent_type == "auto" else None  # a chosen worker keeps its own
+    fanout = run_plan(
+        plan, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
+        top_k=options.top_k, rerank=options.enable_rerank, mode=mode,
+    )
+    search = stages.collect_search(fanout.results)
+    search.warnings.extend(fanout.errors)
     return search
 
 
@@ -131,7 +163,9 @@ def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSear
 
 
 def _call_tools(run: ChatRun, calls: list) -> list[ToolResult]:
-    results = stages.run_tool_calls(calls, run.collaborators.tools)
+    context = ToolContext(user=run.conversation.user, kb=run.kb)
+    timeout_s = settings.CHAT_TOOL_TIMEOUT_S
+    results = stages.run_tool_calls(calls, run.collaborators.tools, context, timeout_s=timeout_s)
     for result in results:
         start = run.recorder.elapsed_ms() - result.ms
         run.recorder.add(f"tool.{result.name}", "tool", start_ms=start, ms=result.ms, input=result.parameters,
@@ -163,6 +197,7 @@ def _prompt(run: ChatRun) -> Outcome:
     run.prompt = assemble_prompt(
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
+        memory=run.memory,
     )
     p = run.prompt
     return Outcome("done", f"{p.mode} · {p.task} · temperature {p.temperature} · {p.chars} chars")

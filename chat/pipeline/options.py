@@ -18,7 +18,8 @@ def _setting(name: str):
 class ChatOptions:
     """Seed 001's switches; the defaults come from the CHAT_* settings, a request may override them."""
 
-    kb_slug: str | None = None
+    kb_slug: str | None = None  # None: the router picks one by content (seed 003 §2.5)
+    agent_type: str = "auto"  # a chat.workers.WORKER_TYPES name, or "auto"
     enable_query_rewrite: bool = _setting("CHAT_ENABLE_QUERY_REWRITE")
     enable_rerank: bool = _setting("CHAT_ENABLE_RERANK")
     top_k: int = _setting("CHAT_TOP_K")

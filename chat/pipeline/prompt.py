@@ -84,14 +84,18 @@ def assemble_prompt(
     original: str = "",
     cite: bool = True,
     temperature: float | None = None,
+    memory: str = "",
 ) -> Prompt:
-    """Build the messages for the generator; `original` is the user's words when rewritten."""
+    """Build the messages for the generator; `original` is the user's words when rewritten.
+
+    `memory` is the summary of older turns and recalled past exchanges, shown before history.
+    """
     mode = prompt_mode(evidence)
     task = detect_task(original or question)
     rules = CITE_RULES if cite else NO_CITE_RULES
     instruction = SYSTEM_MODE_INSTRUCTION if mode == "SYSTEM" else SYSTEM_INSTRUCTION
     system = f"<system_instruction>\n{instruction}\n</system_instruction>\n<output_rules>\n{rules}\n</output_rules>"
-    parts = [f"<mode>{mode}</mode>", _history_block(history)]
+    parts = [f"<mode>{mode}</mode>", f"<memory>{escape(memory)}</memory>" if memory else "", _history_block(history)]
     parts += [_documents_block(evidence, "KB", "documents"), _documents_block(evidence, "TOOL", "tool_results")]
     if original and original.strip() != question.strip():
         parts.append(f"<user_message>{escape(original)}</user_message>")

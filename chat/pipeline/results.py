@@ -6,6 +6,10 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from agentic_rag.background import dispatch
+from chat import tasks
+from chat.memory import needs_summary
+
 from .citations import Citation, check_citations, display_answer
 from .graph import CHAT_GRAPH
 from .options import ChatResult
@@ -24,6 +28,9 @@ def route_of(run: ChatRun) -> str:
 
 
 def route_event(run: ChatRun) -> dict[str, Any]:
+    """The "route" event: the KB, and how, how surely and why the router chose it."""
+    if run.admitted.route is not None:
+        return run.admitted.route.as_event()
     if run.kb is None:
         return {"kb_prefix": "", "confidence": 0.0, "method": "none", "reason": "no knowledge base selected"}
     return {"kb_prefix": run.kb.slug, "confidence": 1.0, "method": "explicit", "reason": "chosen in the request"}
@@ -49,7 +56,21 @@ def finish(run: ChatRun) -> ChatResult:
     else:
         run.emit("final", "", total_ms, **_final_data(run, result))
     logger.info("chat %s shortcut=%s total_ms=%.1f first_token_ms=%s", run.status, run.shortcut or "-", total_ms, run.first_token_ms)
+    _schedule_memory(run, result)
     return result
+
+
+def _schedule_memory(run: ChatRun, result: ChatResult) -> None:
+    """After the answer: embed the exchange for recall, summarise when the history grew long."""
+    if result.message_id is None or run.status != "done":
+        return
+    try:
+        if run.shortcut not in ("A", "B"):  # clarifying questions and greetings are not worth recalling
+            dispatch(tasks.remember_exchange, result.message_id)
+        if needs_summary(run.conversation):
+            dispatch(tasks.summarise_conversation, run.conversation.pk)
+    except Exception:  # the answer stands; memory catches up on the next exchange
+        logger.exception("scheduling the memory tasks failed")
 
 
 def _citations(run: ChatRun, raw: str) -> list[Citation]:

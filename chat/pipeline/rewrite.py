@@ -228,17 +228,21 @@ def rewrite_query(
     cache: Cache,
     turns: int = 3,
     ttl: float = 3600,
+    memory: str = "",
 ) -> Rewrite:
-    """Rewrite with the LLM when one is configured (cached), else (or when it fails) by rules."""
+    """Rewrite with the LLM when one is configured (cached), else (or when it fails) by rules.
+
+    `memory` (the summary of older turns, recalled exchanges) is context for the LLM only.
+    """
     if not getattr(llm, "has_model", False):
         return rewrite_rules(message, history, turns=turns)
     recent = tuple(history[-2 * turns :]) if turns > 0 else ()
-    key = _cache_key(message, recent)
+    key = _cache_key(message, recent, memory)
     cached = cache.get(key)
     if cached is not None:
         return Rewrite(cached["query"], tuple(cached["queries"]), "cache")
     try:
-        rewrite = _llm_rewrite(message, recent, llm)
+        rewrite = _llm_rewrite(message, recent, llm, memory)
     except (LLMError, ValueError, TypeError, KeyError) as error:
         logger.warning("query rewrite by LLM failed, using the rules: %s", error)
         ruled = rewrite_rules(message, history, turns=turns)
@@ -247,14 +251,15 @@ def rewrite_query(
     return rewrite
 
 
-def _llm_rewrite(message: str, recent: Sequence[Turn], llm: Any) -> Rewrite:
+def _llm_rewrite(message: str, recent: Sequence[Turn], llm: Any, memory: str = "") -> Rewrite:
     system = (
         "Rewrite the user's last message as a standalone, formal search query in the same language: "
         "replace pronouns and ellipses with what they refer to in the conversation, drop filler words. "
         "If it asks several things, also list each as its own query in sub_queries (else an empty list)."
     )
     context = "\n".join(f"{turn.role}: {turn.content[:500]}" for turn in recent)
-    user = f"Conversation so far:\n{context or '(none)'}\n\nLast message: {message}"
+    earlier = f"Earlier context:\n{memory}\n\n" if memory else ""
+    user = f"{earlier}Conversation so far:\n{context or '(none)'}\n\nLast message: {message}"
     reply = model_json(
         llm,
         [Message("system", system), Message("user", user)],
@@ -274,6 +279,7 @@ def _unique(items: list[str]) -> list[str]:
     return [item for item in items if item and not (item.lower() in seen or seen.add(item.lower()))]
 
 
-def _cache_key(message: str, recent: Sequence[Turn]) -> str:
-    history = hashlib.sha256("\n".join(f"{t.role}:{t.content}" for t in recent).encode()).hexdigest()
+def _cache_key(message: str, recent: Sequence[Turn], memory: str = "") -> str:
+    lines = [f"{t.role}:{t.content}" for t in recent] + ([f"memory:{memory}"] if memory else [])
+    history = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return "chat:rewrite:" + hashlib.sha256(f"{message.strip().lower()}::{history}".encode()).hexdigest()

@@ -57,6 +57,7 @@ class ChatRun:
         self.trace_id = str(uuid.uuid4())
         self.recorder = SpanRecorder(max_chars=settings.CHAT_SPAN_MAX_CHARS)
         self.history: tuple[Turn, ...] = ()
+        self.memory = ""  # the summary of older turns and recalled past exchanges
         self.rewrite: Rewrite = unchanged(self.message, "pending")
         self.intent: IntentResult = DEFAULT_INTENT
         self.evidence: tuple[EvidenceItem, ...] = ()

@@ -71,7 +71,10 @@ def run_admitted(
         logger.info("chat request user=%s kb=%s chars=%d", run.conversation.user_id, route_of(run), len(run.message))
         session = {"session_id": run.conversation.session_id, "conversation_id": run.conversation.pk}
         run.emit("session", **session, trace_id=run.trace_id)
-        run.emit("route", **route_event(run))
+        route = route_event(run)
+        run.emit("route", **route)
+        # The trace keeps the decision (method, confidence, reason) as a span of its own.
+        run.recorder.add("route", "stage", start_ms=run.recorder.elapsed_ms(), output=route)
         execute(run, CHAT_GRAPH)
         if run.reply and run.status == "done":
             for piece in stages.split_reply(run.reply):

@@ -18,7 +18,7 @@ from .intent import Intent, IntentResult
 from .options import ChatOptions
 from .prompt import Prompt
 from .state import EvidenceItem, Turn
-from .tools import ToolCall, ToolChannel, ToolResult
+from .tools import ToolCall, ToolChannel, ToolContext, ToolResult, run_calls
 
 Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
 
@@ -81,7 +81,12 @@ def retrieval_params(kb: Any, options: ChatOptions) -> RetrievalParams:
 
 def search_kb(queries: Sequence[str], kb: Any, params: RetrievalParams, *, retriever: Retriever) -> KbSearch:
     """Retrieve for each query; keep each chunk once, in the order the queries found them."""
-    search = KbSearch(results=[retriever(query, kb, params) for query in queries])
+    return collect_search([retriever(query, kb, params) for query in queries])
+
+
+def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
+    """Merge retrieval results: each chunk once, in the order they found them."""
+    search = KbSearch(results=list(results))
     seen: set[int] = set()
     for result in search.results:
         search.warnings.extend(result.warnings)
@@ -100,8 +105,11 @@ def evidence_limit(options: ChatOptions) -> int:
     return min(options.top_k, options.rerank_top_k) if options.enable_rerank else options.top_k
 
 
-def run_tool_calls(calls: Sequence[ToolCall], channel: ToolChannel) -> list[ToolResult]:
-    return [channel.run(call) for call in calls]
+def run_tool_calls(
+    calls: Sequence[ToolCall], channel: ToolChannel, context: ToolContext | None = None, *, timeout_s: float = 5.0
+) -> list[ToolResult]:
+    """Run the calls side by side, each within `timeout_s`."""
+    return run_calls(channel, calls, context, timeout_s=timeout_s)
 
 
 def number_evidence(

@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from agentic_rag.tracing import SpanRecord
 from chat.models import Conversation, Message, Role, Span, Trace
+from chat.routing_kb import RouteDecision, route
+from chat.workers import AGENT_TYPES
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import MODES
 
@@ -31,6 +33,7 @@ class Admitted:
     message: str
     kb: KnowledgeBase | None
     conversation: Conversation
+    route: RouteDecision | None = None
 
 
 def admit(request: ChatRequest) -> Admitted:
@@ -45,7 +48,10 @@ def admit(request: ChatRequest) -> Admitted:
     if not _SESSION_ID.match(session_id):
         raise ChatRefused("The session id may only contain letters, digits and _ . : - (at most 64).", code="invalid_session")
     kb = resolve_kb(user, request.options.kb_slug)
-    return Admitted(request, message, kb, open_conversation(user, session_id, kb, message))
+    decision = route(user, message, requested_kb=kb.slug if kb else None, agent_type=request.options.agent_type)
+    if kb is None and not decision.is_general:
+        kb = resolve_kb(user, decision.kb_prefix)
+    return Admitted(request, message, kb, open_conversation(user, session_id, kb, message), decision)
 
 
 def _check_message(message: str) -> None:
@@ -60,6 +66,8 @@ def _check_options(request: ChatRequest) -> None:
     options = request.options
     if options.search_mode not in MODES:
         raise ChatRefused(f"search_mode must be one of {', '.join(MODES)}.", code="invalid_option")
+    if options.agent_type not in AGENT_TYPES:
+        raise ChatRefused(f"agent_type must be one of {', '.join(AGENT_TYPES)}.", code="invalid_option")
     if not (1 <= options.top_k <= 50 and 1 <= options.rerank_top_k <= 50):
         raise ChatRefused("top_k and rerank_top_k must be between 1 and 50.", code="invalid_option")
 
@@ -91,11 +99,11 @@ def open_conversation(user: Any, session_id: str, kb: KnowledgeBase | None, mess
     return conversation
 
 
-def load_turns(conversation: Conversation, limit: int) -> list[Turn]:
-    """The conversation's last `limit` exchanges, oldest first."""
+def load_turns(conversation: Conversation, limit: int, after_id: int = 0) -> list[Turn]:
+    """The conversation's last `limit` exchanges after message `after_id`, oldest first."""
     if limit <= 0:
         return []
-    rows = conversation.messages.order_by("-created_at", "-id").values_list("role", "content", "debug__query")
+    rows = conversation.messages.filter(id__gt=after_id).order_by("-created_at", "-id").values_list("role", "content", "debug__query")
     return [Turn(role, content, query or "") for role, content, query in reversed(rows[: 2 * limit])]
 
 

@@ -1,4 +1,4 @@
-"""The tool channel of S6: a registry of tools, empty until tools are registered.
+"""The tool channel of S6: a registry of tools; chat.apps registers the built-ins and MCP tools.
 
 A tool has a name, a description, a JSON-schema of its parameters, a rule that extracts
 those parameters from a message (None: the message does not call it) and a handler. The
@@ -8,19 +8,39 @@ their outputs become TOOL evidence.
 
 from __future__ import annotations
 
+import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+# Tool calls get threads of their own: the KB search holds the pipeline's pool meanwhile.
+_TOOL_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-tool")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who asks, for tools that must respect access (knowledge_lookup); None outside a chat."""
+
+    user: Any = None
+    kb: Any = None
 
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool; `handler(parameters)`, or `handler(parameters, context)` when `uses_context`."""
+
     name: str
     description: str
-    handler: Callable[[dict[str, Any]], str]
+    handler: Callable[..., str]
     extract: Callable[[str], dict[str, Any] | None]
     parameters: dict[str, Any] = field(default_factory=dict)  # JSON schema
+    uses_context: bool = False
+
+    def call(self, parameters: dict[str, Any], context: ToolContext) -> str:
+        return self.handler(parameters, context) if self.uses_context else self.handler(parameters)
 
 
 @dataclass(frozen=True)
@@ -47,7 +67,7 @@ class ToolChannel(Protocol):
 
     def plan(self, message: str, tools: tuple[str, ...]) -> list[ToolCall]: ...
 
-    def run(self, call: ToolCall) -> ToolResult: ...
+    def run(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult: ...
 
 
 class ToolRegistry:
@@ -60,6 +80,9 @@ class ToolRegistry:
 
     def register(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def available(self) -> frozenset[str]:
         return frozenset(self._tools)
@@ -74,20 +97,39 @@ class ToolRegistry:
                 calls.append(ToolCall(name, parameters))
         return calls
 
-    def run(self, call: ToolCall) -> ToolResult:
+    def run(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
         """Run one call; a failing handler gives a failed result, not an exception."""
         started = time.perf_counter()
         try:
-            output = self._tools[call.name].handler(call.parameters)
+            output = self._tools[call.name].call(call.parameters, context or ToolContext())
         except Exception as error:  # a tool's failure must not end the chat (seed 001 §10)
             ms = (time.perf_counter() - started) * 1000
             return ToolResult(call.name, call.parameters, "", False, f"{type(error).__name__}: {error}", ms)
         return ToolResult(call.name, call.parameters, output, ms=(time.perf_counter() - started) * 1000)
 
 
+def run_calls(
+    channel: ToolChannel, calls: Sequence[ToolCall], context: ToolContext | None = None, *, timeout_s: float = 5.0
+) -> list[ToolResult]:
+    """Run the calls concurrently; a call still running after `timeout_s` is a failed result."""
+    started = time.perf_counter()
+    # Each call carries the request's context (its trace id lands on the tool's log lines).
+    futures = [_TOOL_POOL.submit(contextvars.copy_context().run, channel.run, call, context) for call in calls]
+    results = []
+    for call, future in zip(calls, futures, strict=True):
+        left = max(timeout_s - (time.perf_counter() - started), 0.0)
+        try:
+            results.append(future.result(timeout=left))
+        except FutureTimeout:
+            future.cancel()
+            ms = (time.perf_counter() - started) * 1000
+            results.append(ToolResult(call.name, call.parameters, "", False, f"timed out after {timeout_s:g} s", ms))
+    return results
+
+
 _registry = ToolRegistry()
 
 
 def get_tool_channel() -> ToolRegistry:
-    """This process's tool registry (empty by default; the tools module registers built-ins)."""
+    """This process's tool registry (chat.tools' built-ins, and MCP_SERVERS' tools when set)."""
     return _registry

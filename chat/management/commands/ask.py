@@ -1,4 +1,4 @@
-"""manage.py ask "QUESTION" --kb SLUG [--session ID] [--user USERNAME] [--json]"""
+"""manage.py ask "QUESTION" [--kb SLUG] [--agent TYPE] [--session ID] [--user USERNAME] [--json]"""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("question")
         parser.add_argument("--kb", metavar="SLUG", help="the knowledge base to search")
+        parser.add_argument("--agent", default="auto", help="the worker type (default: auto)")
         parser.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
         parser.add_argument(
             "--user", metavar="USERNAME", help="ask as this user (default: the KB's owner, else the demo user)"
@@ -26,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         user = self._user(options["user"], options["kb"])
-        request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=options["kb"]))
+        request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=options["kb"], agent_type=options["agent"]))
         try:
             result = run_chat(request, emit=lambda event: None)
         except ChatRefused as refused:

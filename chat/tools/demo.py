@@ -1,0 +1,97 @@
+"""Demo providers over fixture files: weather, sales and tickets. Every answer says it is demo data."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DEMO = "[Demo data · 演示数据]"
+
+
+@cache
+def load_fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+# --- weather ---------------------------------------------------------------------------------
+
+
+def extract_weather(message: str) -> dict[str, Any]:
+    lowered = message.lower()
+    cities = load_fixture("weather.json")["cities"]
+    found = [city for city, row in cities.items() if any(name in lowered for name in row["names"])]
+    return {"city": found[0] if found else "Beijing"}
+
+
+def handle_weather(parameters: dict[str, Any]) -> str:
+    data = load_fixture("weather.json")
+    city = str(parameters.get("city", ""))
+    row = data["cities"].get(city)
+    if row is None:
+        return f"{DEMO} No demo weather for {city!r}; known cities: {', '.join(data['cities'])}."
+    return (
+        f"{DEMO} {city}: {row['condition']} ({row['condition_zh']}), {row['temp_c']} °C, "
+        f"humidity {row['humidity']}%, wind {row['wind']}. {data['note']}"
+    )
+
+
+# --- sales -----------------------------------------------------------------------------------
+
+_QUARTER = re.compile(r"\b(20\d\d)?\s*-?\s*Q([1-4])\b|第([一二三四1-4])季度", re.IGNORECASE)
+_ZH_DIGITS = {"一": "1", "二": "2", "三": "3", "四": "4"}
+
+
+def extract_sales(message: str) -> dict[str, Any]:
+    match = _QUARTER.search(message)
+    if not match:
+        return {"quarter": ""}
+    year = match.group(1) or "2024"
+    number = match.group(2) or _ZH_DIGITS.get(match.group(3), match.group(3))
+    return {"quarter": f"{year}-Q{number}"}
+
+
+def handle_sales(parameters: dict[str, Any]) -> str:
+    data = load_fixture("sales.json")
+    quarters = data["quarters"]
+    wanted = str(parameters.get("quarter") or "")
+    chosen = [wanted] if wanted in quarters else list(quarters)
+    lines = [
+        f"{quarter}: total {sum(regions.values()):,} {data['currency']} ("
+        + ", ".join(f"{region} {amount:,}" for region, amount in regions.items()) + ")"
+        for quarter, regions in ((q, quarters[q]) for q in chosen)
+    ]
+    missing = f" No demo figures for {wanted}." if wanted and wanted not in quarters else ""
+    return f"{DEMO} Sales{missing}\n" + "\n".join(lines) + f"\n{data['note']}"
+
+
+# --- tickets ---------------------------------------------------------------------------------
+
+_TICKET = re.compile(r"\bTKT-\d+\b", re.IGNORECASE)
+_STATUS = re.compile(r"\b(open|resolved|in progress)\b|未解决|已解决|处理中", re.IGNORECASE)
+_ZH_STATUS = {"未解决": "open", "已解决": "resolved", "处理中": "in progress"}
+
+
+def extract_ticket(message: str) -> dict[str, Any]:
+    ticket = _TICKET.search(message)
+    status = _STATUS.search(message)
+    found = status.group(0) if status else ""
+    return {"id": ticket.group(0).upper() if ticket else "", "status": _ZH_STATUS.get(found, found.lower())}
+
+
+def handle_ticket(parameters: dict[str, Any]) -> str:
+    data = load_fixture("tickets.json")
+    tickets = data["tickets"]
+    wanted, status = str(parameters.get("id") or ""), str(parameters.get("status") or "")
+    if wanted:
+        rows = {wanted: tickets[wanted]} if wanted in tickets else {}
+    else:
+        rows = {k: v for k, v in tickets.items() if not status or v["status"] == status}
+    if not rows:
+        return f"{DEMO} No demo ticket matches {wanted or status!r}."
+    lines = [f"{key} [{t['status']}, {t['priority']}] {t['title']} (assignee {t['assignee']}, updated {t['updated']})"
+             for key, t in rows.items()]
+    return f"{DEMO} Tickets\n" + "\n".join(lines) + f"\n{data['note']}"

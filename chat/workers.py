@@ -1,0 +1,188 @@
+"""Retrieve-only workers, their pool and the fan-out of a plan (seed 003 §2.6).
+
+A worker only retrieves: `retrieve_with_trace` returns context, results and references,
+and the pipeline generates the answer once. Workers live in one pool keyed
+`kb:type:mode`, so their number grows with KBs and types, never with sessions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from knowledge.candidates import Candidate
+from knowledge.models import KnowledgeBase
+from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
+
+from .routing_kb import AGENT_MODE, DEFAULT_AGENT, format_worker_name, parse_worker_name
+
+logger = logging.getLogger("chat.workers")
+
+Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
+
+
+class UnknownWorker(LookupError):
+    """No worker type of that name is registered."""
+
+
+class RetrievalWorker(Protocol):
+    def retrieve_with_trace(self, query: str, thread_id: str = "", **overrides: Any) -> dict[str, Any]: ...
+
+
+class RetrieveOnlyWorker:
+    """Search one KB in one retrieval mode; never generates."""
+
+    def __init__(self, kb_slug: str, search_mode: str) -> None:
+        self.kb_slug = kb_slug
+        self.search_mode = search_mode
+
+    def retrieve_with_trace(
+        self,
+        query: str,
+        thread_id: str = "",
+        *,
+        retriever: Retriever | None = None,
+        top_k: int | None = None,
+        rerank: bool | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        """Retrieve for `query`; thread_id is only logged (workers keep no session state)."""
+        # Loaded per call: the pooled worker outlives any one version of the KB row.
+        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}
+        params = params_for_kb(kb, mode=mode or self.search_mode, **overrides)
+        logger.debug("worker %s:%s thread=%s", self.kb_slug, self.search_mode, thread_id)
+        result = (retriever or retrieve)(query, kb, params)
+        references = result.references
+        return {
+            "context": "\n\n".join(candidate.text for candidate in references),
+            "retrieval_results": [result],
+            "reference": references,
+        }
+
+
+# A new worker type is one line: its name and how to build it for a KB slug.
+WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
+    "naive_rag_agent": lambda kb: RetrieveOnlyWorker(kb, "vector"),
+    "hybrid_agent": lambda kb: RetrieveOnlyWorker(kb, "hybrid"),
+}
+AGENT_TYPES: tuple[str, ...] = ("auto", *WORKER_TYPES)
+
+
+class WorkerPool:
+    """Resident workers keyed `kb:type:mode`."""
+
+    def __init__(self, registry: dict[str, Callable[[str], RetrievalWorker]] | None = None) -> None:
+        self.registry = WORKER_TYPES if registry is None else registry
+        self._workers: dict[str, RetrievalWorker] = {}
+        self._lock = threading.Lock()
+
+    def get(self, worker_name: str) -> RetrievalWorker:
+        spec = parse_worker_name(worker_name)
+        if spec.agent_type not in self.registry:
+            raise UnknownWorker(f"no worker type '{spec.agent_type}'")
+        key = format_worker_name(spec.kb_prefix, spec.agent_type, spec.agent_mode)
+        with self._lock:
+            if key not in self._workers:
+                self._workers[key] = self.registry[spec.agent_type](spec.kb_prefix)
+            return self._workers[key]
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return sorted(self._workers)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._workers.clear()
+
+
+WORKERS = WorkerPool()
+_FANOUT = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-worker")
+
+
+@dataclass(frozen=True)
+class RagRunSpec:
+    kb_slug: str
+    agent_type: str = DEFAULT_AGENT
+    queries: tuple[str, ...] = ()
+    agent_mode: str = AGENT_MODE
+
+    @property
+    def worker_name(self) -> str:
+        return format_worker_name(self.kb_slug, self.agent_type, self.agent_mode)
+
+
+@dataclass
+class FanOut:
+    """What a plan's workers found, merged: each chunk once, in plan order."""
+
+    references: list[Candidate] = field(default_factory=list)
+    results: list[RetrievalResult] = field(default_factory=list)
+    context: str = ""
+    errors: list[str] = field(default_factory=list)  # "worker: why" for each that failed or timed out
+
+
+def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagRunSpec]:
+    """The workers to run: the chosen type, or the default one for "auto"."""
+    chosen = DEFAULT_AGENT if agent_type in ("", "auto") else agent_type
+    return [RagRunSpec(kb_slug, chosen, tuple(queries))]
+
+
+def run_plan(
+    plan: Sequence[RagRunSpec],
+    *,
+    thread_id: str = "",
+    pool: WorkerPool = WORKERS,
+    timeout_s: float | None = None,
+    **overrides: Any,
+) -> FanOut:
+    """Run the plan's workers side by side (one alone runs inline), each within the timeout."""
+    timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
+    if len(plan) == 1:
+        return merge([(plan[0], _run_spec(pool, plan[0], thread_id, overrides), "")])
+    futures = [
+        _FANOUT.submit(contextvars.copy_context().run, _run_spec, pool, spec, thread_id, overrides) for spec in plan
+    ]
+    wait(futures, timeout=timeout)
+    outcomes = []
+    for spec, future in zip(plan, futures, strict=True):
+        if not future.done():
+            future.cancel()
+            outcomes.append((spec, [], f"{spec.worker_name}: timed out after {timeout:g}s"))
+        elif future.exception() is not None:
+            outcomes.append((spec, [], f"{spec.worker_name}: {future.exception()}"))
+        else:
+            outcomes.append((spec, future.result(), ""))
+    return merge(outcomes)
+
+
+def _run_spec(pool: WorkerPool, spec: RagRunSpec, thread_id: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    worker = pool.get(spec.worker_name)
+    return [worker.retrieve_with_trace(query, thread_id, **overrides) for query in spec.queries]
+
+
+def merge(outcomes: Sequence[tuple[RagRunSpec, list[dict[str, Any]], str]]) -> FanOut:
+    """Merge the workers' outputs, dropping repeated chunks."""
+    merged = FanOut()
+    seen: set[int] = set()
+    contexts = []
+    for _, outputs, error in outcomes:
+        if error:
+            merged.errors.append(error)
+        for output in outputs:
+            merged.results.extend(output["retrieval_results"])
+            if output["context"]:
+                contexts.append(output["context"])
+            for reference in output["reference"]:
+                if reference.chunk_id not in seen:
+                    seen.add(reference.chunk_id)
+                    merged.references.append(reference)
+    merged.context = "\n\n".join(contexts)
+    return merged
