@@ -46,3 +46,18 @@ def kb(alice):
     from knowledge.models import KnowledgeBase
 
     return KnowledgeBase.objects.create(slug="alice-kb", name="Alice's KB", owner=alice)
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(bob):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(bob)
+    return client

@@ -18,12 +18,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def test_it_stores_only_the_hash_of_a_key(alice):
     token, key = ApiToken.issue(alice, "notebook")
     assert key.startswith("arag_") and len(key) > 40

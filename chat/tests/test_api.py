@@ -45,13 +45,6 @@ def post_json(client, url, payload, **kwargs):
 
 
 @pytest.fixture
-def alice_client(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def ready_kb(kb, alice):
     ingest(kb, alice)
     return kb

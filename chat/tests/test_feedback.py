@@ -24,13 +24,6 @@ def answer(alice, kb):
     return make_exchange(alice, kb=kb)
 
 
-@pytest.fixture
-def alice_client(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def post_json(client, payload, **kwargs):
     return client.post(API, json.dumps(payload), content_type="application/json", **kwargs)
 

@@ -20,19 +20,6 @@ HTMX = {"HX-Request": "true"}
 
 
 @pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def bob_client(bob):
-    client = Client()
-    client.force_login(bob)
-    return client
-
-
-@pytest.fixture
 def answer(alice, kb):
     return make_exchange(alice, kb=kb)
 

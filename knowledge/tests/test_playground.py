@@ -63,12 +63,6 @@ def _own_search_backend(monkeypatch):
 
 
 @pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def ingested_kb(kb, django_capture_on_commit_callbacks) -> KnowledgeBase:
     queued: list[int] = []
     # The test's transaction never commits: run the on-commit enqueue as a commit would.

@@ -47,19 +47,6 @@ def post_files(client, kb, files, capture, **kwargs):
 
 
 @pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def bob_client(bob):
-    client = Client()
-    client.force_login(bob)
-    return client
-
-
-@pytest.fixture
 def document(kb, alice_client, django_capture_on_commit_callbacks):
     post_files(
         alice_client, kb, [upload("handbook.md", MARKDOWN)], django_capture_on_commit_callbacks
