@@ -1,0 +1,69 @@
+"""Turn uploaded files into titled, numbered sections of plain text.
+
+One module per format (`text`, `markdown`, `html`, `pdf`, `docx`) turns bytes into blocks,
+headings and paragraphs; `sections` turns blocks into sections. `parse_document` picks the
+reader by file extension.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .decoding import decode_text
+from .document import Block, Heading, ParsedDocument, ParseError, Section
+from .docx import read_docx
+from .html import read_html
+from .markdown import read_markdown
+from .pdf import read_pdf
+from .sections import build_sections
+from .text import read_text
+
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
+    {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx"}
+)
+
+__all__ = ["SUPPORTED_EXTENSIONS", "ParseError", "ParsedDocument", "Section", "decode_text", "parse_document"]
+
+_READERS: dict[str, Callable[[bytes], list[Block]]] = {
+    ".md": read_markdown,
+    ".markdown": read_markdown,
+    ".txt": read_text,
+    ".html": read_html,
+    ".htm": read_html,
+    ".pdf": read_pdf,
+    ".docx": read_docx,
+}
+
+
+def parse_document(name: str, data: bytes) -> ParsedDocument:
+    """Parse an uploaded file into sections, choosing the reader by file extension."""
+    stem, extension = _split_name(name)
+    reader = _READERS.get(extension)
+    if reader is None:
+        shown = f"'{extension}'" if extension else "(no extension)"
+        supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+        raise ParseError(f"unsupported file type {shown}; supported types: {supported}")
+    if not data.strip():
+        raise ParseError("the file is empty")
+    try:
+        blocks = reader(data)
+    except ParseError:
+        raise
+    # Malformed input can reach library code paths we cannot list; the user still needs a
+    # message, and the cause stays chained for the log.
+    except Exception as error:
+        message = f"could not read the {extension} file ({type(error).__name__})"
+        raise ParseError(message) from error
+    if not blocks:
+        raise ParseError("the file is empty")
+    title = next((b.title for b in blocks if isinstance(b, Heading)), stem)
+    return ParsedDocument(title, build_sections(blocks))
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    base = re.split(r"[\\/]", name)[-1]
+    stem, dot, extension = base.rpartition(".")
+    if not dot:
+        return base, ""
+    return stem or base, "." + extension.lower()

@@ -1,0 +1,86 @@
+"""Markdown: ATX and setext headings, fences, tables and lists as paragraphs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .decoding import decode_text
+from .document import Block
+from .headings import markup_heading
+from .text import flush_paragraph
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_INLINE = (
+    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images keep their text
+    (re.compile(r"(\*\*|__)(.+?)\1"), r"\2"),
+    (re.compile(r"`([^`]+)`"), r"\1"),
+)
+
+
+@dataclass
+class _MarkdownReader:
+    """Walk Markdown lines once, keeping the open paragraph and fence."""
+
+    blocks: list[Block] = field(default_factory=list)
+    paragraph: list[str] = field(default_factory=list)
+    fence: str = ""
+
+    def feed(self, line: str) -> None:
+        if self.fence:
+            self._feed_code(line)
+        elif fence := _FENCE.match(line):
+            flush_paragraph(self.paragraph, self.blocks)
+            self.fence = fence[1]
+        elif atx := _ATX.match(line):
+            flush_paragraph(self.paragraph, self.blocks)
+            self._add_heading(len(atx[1]), atx[2] or "")
+        elif self.paragraph and (setext := _SETEXT.match(line)):
+            text = " ".join(self.paragraph)
+            self.paragraph.clear()  # a setext heading is the paragraph it underlines
+            self._add_heading(1 if setext[1][0] == "=" else 2, text)
+        elif not line.strip() or _THEMATIC_BREAK.match(line):
+            flush_paragraph(self.paragraph, self.blocks)
+        elif not _TABLE_RULE.match(line):
+            self.paragraph.append(_markdown_line(line))
+
+    def _feed_code(self, line: str) -> None:
+        # Code keeps its lines verbatim: a "#" in it is a comment, not a heading.
+        if line.strip().startswith(self.fence[0] * len(self.fence)) and not line.strip("`~ \t"):
+            flush_paragraph(self.paragraph, self.blocks)
+            self.fence = ""
+        else:
+            self.paragraph.append(line.rstrip())
+
+    def _add_heading(self, level: int, text: str) -> None:
+        heading = markup_heading(level, _strip_inline(text))
+        if heading is not None:
+            self.blocks.append(heading)
+
+
+def _markdown_line(line: str) -> str:
+    stripped = line.strip()
+    if stripped.startswith("|") and stripped.endswith("|"):
+        return " | ".join(cell.strip() for cell in stripped[1:-1].split("|"))
+    return _strip_inline(re.sub(r"^\s*>\s?", "", line.rstrip()))
+
+
+def _strip_inline(text: str) -> str:
+    for pattern, replacement in _INLINE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def read_markdown(data: bytes) -> list[Block]:
+    text = decode_text(data)
+    # YAML front matter is metadata, not content.
+    text = re.sub(r"\A---\r?\n.*?\r?\n---[ \t]*(?:\r?\n|\Z)", "", text, flags=re.DOTALL)
+    reader = _MarkdownReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    flush_paragraph(reader.paragraph, reader.blocks)
+    return reader.blocks
