@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 from django.core.asgi import get_asgi_application
@@ -10,13 +11,16 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentic_rag.settings")
 django_asgi_app = get_asgi_application()
 
+from asgiref.sync import sync_to_async  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
-from agentic_rag.background import remember_server_loop  # noqa: E402
+from agentic_rag.background import dispatch, remember_server_loop  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from knowledge.routing import websocket_urlpatterns as knowledge_websockets  # noqa: E402
+from knowledge.tasks import resume_embedding_upgrades  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
@@ -28,7 +32,27 @@ router = ProtocolTypeRouter(
 )
 
 
+logger = logging.getLogger(__name__)
+_started = False
+
+
+async def on_first_request() -> None:
+    """Once per server process: resume the background work a restart or a CLI left."""
+    global _started
+    if _started:
+        return
+    _started = True
+    if settings.BACKGROUND_TASKS == "inline":  # inline is for tests and commands
+        return
+    try:
+        await sync_to_async(dispatch)(resume_embedding_upgrades)
+    except Exception:  # a broker that is down must not fail the request; the next start retries
+        logger.exception("could not resume embedding upgrades")
+
+
 async def application(scope, receive, send):
     """Serve a request, first recording the server's loop for in-process background tasks."""
     remember_server_loop(asyncio.get_running_loop())
+    if scope["type"] in ("http", "websocket"):
+        await on_first_request()
     return await router(scope, receive, send)

@@ -30,7 +30,7 @@ _executors_lock = threading.Lock()
 
 
 def _executor_for(task: Task) -> ThreadPoolExecutor:
-    queue = getattr(task, "queue", None) or "default"
+    queue = settings.CELERY_TASK_ROUTES.get(task.name, {}).get("queue", settings.CELERY_TASK_DEFAULT_QUEUE)
     with _executors_lock:
         if queue not in _executors:
             _executors[queue] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"background-{queue}")

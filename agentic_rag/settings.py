@@ -21,6 +21,12 @@ def envbool(name: str, default: str) -> bool:
     return os.getenv(name, default).strip().lower() in {"1", "true", "yes", "on"}
 
 
+def envbool_or_none(name: str) -> bool | None:
+    """A yes/no setting that may be left unset (None: let someone else decide)."""
+    value = os.getenv(name, "").strip()
+    return envbool(name, "false") if value else None
+
+
 def envint(name: str, default: str) -> int:
     return int(os.getenv(name, default))
 
@@ -135,8 +141,13 @@ CELERY_RESULT_BACKEND = os.getenv("CELERY_RESULT_BACKEND", REDIS_URL) or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# Tasks name their queue ("ingestion", "embedding": re-embedding a KB can take hours, so
-# it never holds up ingestion); `make worker` consumes all three.
+# Own queues for ingestion and embedding: re-embedding a KB can take hours, so it never
+# holds up ingestion. `make worker` consumes all three.
+CELERY_TASK_ROUTES = {
+    "knowledge.tasks.ingest_document": {"queue": "ingestion"},
+    "knowledge.tasks.upgrade_embeddings": {"queue": "embedding"},
+    "knowledge.tasks.resume_embedding_upgrades": {"queue": "embedding"},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # "celery" sends tasks to the broker, "thread" runs them in-process in the background,
 # "inline" runs them at once in the caller (tests, management commands).
@@ -190,6 +201,11 @@ EMBEDDER_UPGRADE = os.getenv("EMBEDDER_UPGRADE", "e5-small")
 EMBEDDER_BATCH_SIZE = envint("EMBEDDER_BATCH_SIZE", "32")
 EMBEDDER_THREADS = envint("EMBEDDER_THREADS", "0")
 EMBEDDING_CACHE_TTL = envint("EMBEDDING_CACHE_TTL", "3600")
+# The embedded backend scans a large KB's vectors in this many shards at once (Python
+# threads around single-threaded BLAS, which block instead of spinning when cores are
+# busy); KBs under VECTOR_SCAN_PARALLEL_ROWS rows scan on the calling thread.
+VECTOR_SCAN_THREADS = envint("VECTOR_SCAN_THREADS", str(min(4, os.cpu_count() or 1)))
+VECTOR_SCAN_PARALLEL_ROWS = envint("VECTOR_SCAN_PARALLEL_ROWS", "32768")
 OPENAI_EMBEDDINGS_BASE_URL = os.getenv("OPENAI_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1")
 OPENAI_EMBEDDINGS_API_KEY = os.getenv("OPENAI_EMBEDDINGS_API_KEY", "")
 OPENAI_EMBEDDINGS_MODEL = os.getenv("OPENAI_EMBEDDINGS_MODEL", "text-embedding-3-small")
@@ -218,16 +234,22 @@ LLM_EXTRACTIVE_TOKENIZER = os.getenv("LLM_EXTRACTIVE_TOKENIZER", "knowledge.anal
 
 # Retrieval (knowledge.retrieval): longer queries are cut, with a warning in the result.
 RETRIEVAL_MAX_QUERY_CHARS = envint("RETRIEVAL_MAX_QUERY_CHARS", "1000")
+# A second rerank stage after the five-factor scorer, on its top 10: "llm" (an LLM judge,
+# used only when LLM_PROVIDERS has a model), or an embedder name such as "e5-small" (a
+# second embedding model's cosine). Empty: none. A KB's stored settings may name its own.
+RERANK_SECOND_STAGE = os.getenv("RERANK_SECOND_STAGE", "")
 
 # --- Chat (chat.pipeline) -------------------------------------------------------------
-# Seed 001's switches are the defaults of ChatOptions; a request may override them.
+# Seed 001's switches are the defaults of ChatOptions (requests set only the KB and agent).
 CHAT_MAX_MESSAGE_CHARS = envint("CHAT_MAX_MESSAGE_CHARS", "4000")
 CHAT_ENABLE_QUERY_REWRITE = envbool("CHAT_ENABLE_QUERY_REWRITE", "true")
-CHAT_ENABLE_RERANK = envbool("CHAT_ENABLE_RERANK", "true")
+# Unset / empty: each KB's stored setting (rerank on and hybrid unless `evaluate --tune`
+# chose otherwise for that KB); set, they override every KB.
+CHAT_ENABLE_RERANK = envbool_or_none("CHAT_ENABLE_RERANK")
 CHAT_TOP_K = envint("CHAT_TOP_K", "5")
 CHAT_RERANK_TOP_K = envint("CHAT_RERANK_TOP_K", "5")
 CHAT_MIN_CONFIDENCE_SCORE = envfloat("CHAT_MIN_CONFIDENCE_SCORE", "0.5")
-CHAT_SEARCH_MODE = os.getenv("CHAT_SEARCH_MODE", "hybrid")
+CHAT_SEARCH_MODE = os.getenv("CHAT_SEARCH_MODE", "")
 CHAT_ENABLE_SOURCE_CITATION = envbool("CHAT_ENABLE_SOURCE_CITATION", "true")
 # S1 loads the last N turns; S2 rewrites with the last 3 of them (seed 000).
 CHAT_HISTORY_TURNS = envint("CHAT_HISTORY_TURNS", "20")

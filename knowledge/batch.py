@@ -9,6 +9,7 @@ from typing import Literal
 
 from .ingest import ProgressCallback, check_upload, run_ingestion, submit_document
 from .models import Document, DocumentStatus, IngestionJob, KnowledgeBase
+from .search import refresh_planner_statistics
 
 
 @dataclass(frozen=True)
@@ -90,4 +91,6 @@ def ingest_files(
     for position, item in enumerate(items):
         on_file(position, item)
         results.append(ingest_file(kb, item, on_progress=on_progress, user=user))
+    if len(items) > 1:
+        refresh_planner_statistics()
     return results

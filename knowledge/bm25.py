@@ -16,8 +16,9 @@ A query gathers its terms' slices and sums them with ``np.bincount``.
 from __future__ import annotations
 
 import sys
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, count
 
@@ -55,15 +56,40 @@ class BM25Index:
         """Index each row's tokens; row positions are the positions in docs_tokens."""
         lengths = np.fromiter(map(len, docs_tokens), dtype=np.int64, count=len(docs_tokens))
         vocabulary, term_ids = _term_ids(docs_tokens, int(lengths.sum()))
-        row_ids = np.repeat(np.arange(len(docs_tokens), dtype=np.int64), lengths)
-        terms, rows, tf = _count_pairs(term_ids, row_ids, len(docs_tokens))
+        return cls._from_term_ids(vocabulary, term_ids, lengths, params)
+
+    @classmethod
+    def build_from_strings(cls, texts: Iterable[str], params: BM25Params = BM25Params()) -> BM25Index:
+        """Index rows given as space-separated tokens, one row's token list alive at a time.
+
+        The same index as `build([text.split() for text in texts])`, without holding every
+        row's token strings at once: 12M of them took ~1 GB for 100k chunks.
+        """
+        vocabulary: dict[str, int] = {}
+        assign = vocabulary.setdefault
+        term_ids, lengths = array("q"), array("q")
+        for text in texts:
+            tokens = text.split()
+            lengths.append(len(tokens))
+            term_ids.extend([assign(token, len(vocabulary)) for token in tokens])
+        return cls._from_term_ids(
+            vocabulary, np.frombuffer(term_ids, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64), params
+        )
+
+    @classmethod
+    def _from_term_ids(
+        cls, vocabulary: dict[str, int], term_ids: np.ndarray, lengths: np.ndarray, params: BM25Params
+    ) -> BM25Index:
+        n_rows = len(lengths)
+        row_ids = np.repeat(np.arange(n_rows, dtype=np.int64), lengths)
+        terms, rows, tf = _count_pairs(term_ids, row_ids, n_rows)
         df = np.bincount(terms, minlength=len(vocabulary))
-        idf = okapi_idf(df, len(docs_tokens), params.epsilon)
+        idf = okapi_idf(df, n_rows, params.epsilon)
         avgdl = lengths.mean() if lengths.sum() else 1.0
         weights = _term_weights(idf[terms], tf, lengths[rows] / avgdl, params)
         indptr = np.concatenate(([0], np.cumsum(df)))
         return cls(vocabulary, _frozen(indptr), _frozen(rows.astype(np.int32)),
-                   _frozen(weights.astype(np.float32)), len(docs_tokens), params)
+                   _frozen(weights.astype(np.float32)), n_rows, params)
 
     def __len__(self) -> int:
         """Return the number of rows indexed."""

@@ -14,6 +14,7 @@ from agentic_rag.embeddings import Embedder, get_embedder
 from .analysis import analyze
 from .ingest import IngestionRun, Stage, register_stage
 from .models import Chunk, DocumentStatus, KnowledgeBase, SearchEntry
+from .search import refresh_planner_statistics
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,20 @@ def embedder_for(kb: KnowledgeBase) -> Embedder:
     return get_embedder(kb.embedder)
 
 
+def embed_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed each distinct text once: a section with one paragraph is indexed twice (parent
+    and child) with the same text, which is much of a corpus of short passages."""
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return embedder.embed_passages(list(texts))
+    vectors = embedder.embed_passages(distinct)
+    row = {text: i for i, text in enumerate(distinct)}
+    return vectors[[row[text] for text in texts]]
+
+
 def embed_stage(run: IngestionRun) -> None:
     embedder = embedder_for(run.document.kb)
-    vectors = embedder.embed_passages([index_text(chunk) for chunk in run.stored])
+    vectors = embed_unique(embedder, [index_text(chunk) for chunk in run.stored])
     run.vectors = (embedder.name, vectors)
 
 
@@ -84,7 +96,7 @@ def reembed_knowledge_base(
         batch = list(missing.order_by("pk")[:batch_size])
         if not batch:
             break
-        vectors = embedder.embed_passages([index_text(chunk) for chunk in batch])
+        vectors = embed_unique(embedder, [index_text(chunk) for chunk in batch])
         SearchEntry.objects.bulk_create(_entries(batch, vectors, embedder.name), ignore_conflicts=True)
         done += len(batch)
         on_batch(done, total)
@@ -95,6 +107,8 @@ def reembed_knowledge_base(
             SearchEntry.objects.filter(kb=kb).exclude(embedder=embedder.name).delete()
             kb.bump_content_version()
         kb.embedder = embedder.name
+    if done:
+        refresh_planner_statistics()
     log.info("embedded %s chunks of %s with %s", done, kb.slug, embedder.name)
     return done
 

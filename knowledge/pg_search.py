@@ -33,8 +33,8 @@ from django.db.models import F, QuerySet, Subquery
 from agentic_rag.vectors import to_pgvector_text
 
 from .bm25 import BM25Params
-from .models import KnowledgeBase, SearchEntry
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, chunk_info
+from .models import Chunk, KnowledgeBase, SearchEntry
+from .search import CHUNK_FIELDS, ChunkInfo, Hit, chunk_info, most_tagged
 
 # The KB's entries under the embedder its row names now: reading it in the query, not from
 # the caller's KB object, matches MemoryBackend, which rereads it too.
@@ -83,8 +83,8 @@ _EXACT_ORDER = "1 - (e.embedding::vector({dims}) <=> %(query)s::vector({dims})) 
 # Each term's postings come from its own index scan, so only rows holding a term are read,
 # and df is their count. A row's length is its tokens' bytes, a stand-in for their count
 # that needs no parsing (BM25 nDCG@10 on cranfield-beir: 0.380 with bytes, 0.383 with
-# counts). tf costs an array of the row's tokens, so a restricted query counts it only in
-# the chunks it may return.
+# counts). tf is a lookup in the row's term counts (jsonb, kept by a trigger: migration
+# 0004); a restricted query looks it up only in the chunks it may return.
 _KEYWORD_SQL = """
     WITH query(term, qtf) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
     postings AS (
@@ -110,7 +110,7 @@ _KEYWORD_SQL = """
         LIMIT %(fetch)s
     ) s
 """
-_TF = "cardinality(array_positions(string_to_array(e.tokens, ' '), q.term))"
+_TF = "coalesce((e.term_counts ->> q.term)::int, 0)"
 _TF_ONLY = f"CASE WHEN e.chunk_id = ANY(%(only)s::bigint[]) THEN {_TF} ELSE 0 END"
 
 _STATS_SQL = f"""
@@ -123,15 +123,22 @@ _STATS_SQL = f"""
 _STATS_TTL_S = 3600
 
 _TAGGED_SQL = f"""
-    SELECT e.chunk_id, count(*) AS matches
-    {_LIVE_FROM}
-    CROSS JOIN LATERAL jsonb_array_elements_text(
-        CASE WHEN jsonb_typeof(c.tags) = 'array' THEN c.tags ELSE '[]'::jsonb END
-    ) AS t(tag)
-    JOIN unnest(%(keywords)s::text[]) AS k(keyword) ON strpos(lower(t.tag), k.keyword) > 0
-    WHERE {_ENTRIES}
-    GROUP BY e.chunk_id
-    ORDER BY matches DESC, e.chunk_id
+    WITH pairs AS (
+        SELECT e.chunk_id, k.keyword
+        {_LIVE_FROM}
+        CROSS JOIN LATERAL jsonb_array_elements_text(
+            CASE WHEN jsonb_typeof(c.tags) = 'array' THEN c.tags ELSE '[]'::jsonb END
+        ) AS t(tag)
+        JOIN unnest(%(keywords)s::text[]) AS k(keyword) ON strpos(lower(t.tag), k.keyword) > 0
+        WHERE {_ENTRIES}
+    ), kept AS (
+        SELECT keyword FROM pairs GROUP BY keyword
+        HAVING %(most)s::float8 IS NULL OR count(DISTINCT chunk_id) <= %(most)s::float8
+    )
+    SELECT chunk_id, count(*) AS matches FROM pairs
+    WHERE keyword IN (SELECT keyword FROM kept)
+    GROUP BY chunk_id
+    ORDER BY matches DESC, chunk_id
     LIMIT %(limit)s
 """
 
@@ -253,13 +260,16 @@ class PgBackend:
         rows = _live_entries(kb).filter(chunk_id__in=list(chunk_ids)).values_list(*CHUNK_FIELDS)
         return {row[0]: chunk_info(row) for row in rows}
 
-    def tagged(self, kb, keywords: Sequence[str], *, limit: int) -> list[int]:
+    def tagged(self, kb, keywords: Sequence[str], *, limit: int, max_share: float | None = None) -> list[int]:
         # strpos on lowercased tags is ILIKE '%keyword%' without LIKE's wildcards in keywords.
         keywords = sorted({keyword.lower() for keyword in keywords if keyword})
         if not keywords or limit <= 0:
             return []
+        # The row counts come from the per-version cache the keyword leg keeps.
+        chunks = sum(self.corpus_stats(kb, level).rows for level in (Chunk.PARENT, Chunk.CHILD))
+        most = most_tagged(max_share, chunks)
         with connection.cursor() as cursor:
-            cursor.execute(_TAGGED_SQL, {"kb": kb.pk, "keywords": keywords, "limit": limit})
+            cursor.execute(_TAGGED_SQL, {"kb": kb.pk, "keywords": keywords, "limit": limit, "most": most})
             return [int(chunk_id) for chunk_id, _ in cursor.fetchall()]
 
     def in_chapter(self, kb, chapter_level_1: str, chapter_level_2: str) -> list[int]:
@@ -295,6 +305,12 @@ class PgBackend:
 
     def size(self, kb) -> dict[str, int]:
         return {"chunks": _live_entries(kb).count(), "bytes": 0}
+
+    def has_entries(self, kb) -> bool:
+        return _live_entries(kb).exists()
+
+    def embedder_name(self, kb) -> str:
+        return KnowledgeBase.objects.filter(pk=kb.pk).values_list("embedder", flat=True).first() or ""
 
 
 def _best_live(plan: Callable[[int], tuple[str, bool]], params: dict, top_k: int) -> list[Hit]:

@@ -2,8 +2,11 @@
 
 1. parent hybrid (weight 1.0): keyword + vector over parents, weighted 0.7/0.3, top 30;
 2. child locator (0.8): vector hits on children, grouped by their parent;
-3. tag match (1.2): parents whose (or whose children's) tags contain a query keyword,
-   scored by cosine × 0.7 so tags cannot swamp the other paths;
+3. tag match (1.2): a vector search over the parents whose (or whose children's) tags
+   contain a high-value query keyword, cosine × 0.7 so tags cannot swamp the other paths.
+   A keyword in the tags of more than 5% of the KB's chunks is a general word (seed 002
+   filters "通用词 such as 验收、标准" by a list; the KB's own statistics find them here);
+   without that filter the path ranked whole corpora by cosine under the highest weight;
 4. same chapter (0.5): vector search restricted to the chapter in scope, or else to the
    chapter of path 1's best hit.
 """
@@ -28,21 +31,25 @@ Paths = dict[str, tuple[float, list[Candidate]]]
 
 @dataclass(frozen=True)
 class PathWeights:
+    """Seed 002's path weights; a KB's tuning may lower tag_match where its tags are noise."""
+
     parent_hybrid: float = 1.0
     child_locator: float = 0.8
     tag_match: float = 1.2
     same_chapter: float = 0.5
     tag_similarity_factor: float = 0.7
+    tag_max_share: float = 0.05  # keywords tagged on more of the KB's chunks are general words
+    tag_candidates: int = 1000  # tagged chunks the tag path's vector search runs over
 
 
-def multipath_recall(context: SearchContext, params: RetrievalParams, weights: PathWeights = PathWeights()) -> Paths:
+def multipath_recall(context: SearchContext, params: RetrievalParams) -> Paths:
     """Run the four paths; return {path: (weight, parent candidates best first)}."""
-    top_k = params.leg_top_k
+    top_k, weights = params.leg_top_k, params.paths
     parents = _parent_hybrid(context, top_k)
     paths: Paths = {
         "parent_hybrid": (weights.parent_hybrid, parents),
         "child_locator": (weights.child_locator, _child_locator(context, top_k)),
-        "tag_match": (weights.tag_match, _tag_match(context, top_k, weights.tag_similarity_factor)),
+        "tag_match": (weights.tag_match, _tag_match(context, top_k, weights)),
     }
     chapter = params.chapter or _chapter_of(parents)
     if chapter is not None:
@@ -80,8 +87,10 @@ def query_keywords(context: SearchContext) -> list[str]:
     return list(dict.fromkeys(words))[:12]
 
 
-def _tag_match(context: SearchContext, top_k: int, factor: float) -> list[Candidate]:
-    tagged = context.backend.tagged(context.kb, query_keywords(context), limit=top_k * 4)
+def _tag_match(context: SearchContext, top_k: int, weights: PathWeights) -> list[Candidate]:
+    tagged = context.backend.tagged(
+        context.kb, query_keywords(context), limit=weights.tag_candidates, max_share=weights.tag_max_share
+    )
     infos = context.backend.chunks(context.kb, tagged)
     parent_ids = list(dict.fromkeys(
         info.chunk_id if info.level == Chunk.PARENT else info.parent_id
@@ -89,9 +98,8 @@ def _tag_match(context: SearchContext, top_k: int, factor: float) -> list[Candid
     ))
     if not parent_ids:
         return []
-    cosines = context.backend.cosines(context.kb, context.vectors[0], parent_ids)
-    hits = sorted(zip(parent_ids, (float(c) * factor for c in cosines), strict=True), key=lambda hit: -hit[1])
-    return context.candidates(hits[:top_k], "tag")
+    hits = context.vector_hits(level=Chunk.PARENT, top_k=top_k, only=parent_ids)
+    return context.candidates([(chunk_id, score * weights.tag_similarity_factor) for chunk_id, score in hits], "tag")
 
 
 def _chapter_of(parents: Sequence[Candidate]) -> tuple[str, str] | None:

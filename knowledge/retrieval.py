@@ -15,8 +15,10 @@ from time import perf_counter
 from typing import Any, Literal
 
 import numpy as np
+from django.conf import settings
 
-from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder
+from agentic_rag.embeddings import Embedder, default_vector_weight, embed_query_cached, get_embedder
+from agentic_rag.llm import get_llm
 
 from .analysis import analyze
 from .candidates import Candidate
@@ -24,8 +26,8 @@ from .fusion import FusionParams, apply_example_penalty, expand_query, fuse
 from .gate import GateParams, GateResult, apply_quality_gate
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
-from .recall import multipath_recall
-from .rerank import FiveFactorReranker, rerank_safely
+from .recall import PathWeights, multipath_recall
+from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
 from .search import Hit, SearchBackend, get_backend, pinned
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath"]
@@ -42,8 +44,13 @@ class RetrievalParams:
     top_k: int = 5  # final results
     leg_top_k: int = 30  # per leg, before fusion
     fusion: FusionParams = FusionParams()
+    paths: PathWeights = PathWeights()  # multipath only
     rerank: bool = True
     rerank_depth: int = 20  # only the fused list's head is reranked; the tail keeps its order
+    # After the five-factor scorer, on its top rerank_second_top_n: "" none, "llm" an LLM
+    # judge (when a model is configured), or an embedder name (a second embedding model).
+    rerank_second_stage: str = ""
+    rerank_second_top_n: int = 10
     postprocess: bool = True
     gate: GateParams | None = GateParams()
     expand_cross_language: bool = True
@@ -52,6 +59,11 @@ class RetrievalParams:
     max_query_chars: int = 1000
     scope: str | None = None
     chapter: tuple[str, str] | None = None  # (chapter_level_1, chapter_level_2) for multipath
+
+    @property
+    def reranks(self) -> bool:
+        """Whether the search reranks: never in bm25 mode, which has no vectors to score with."""
+        return self.rerank and self.mode != "bm25"
 
 
 @dataclass
@@ -145,7 +157,7 @@ def retrieve(
     with pinned(backend, kb):
         # Entering the pin checks the KB's version, and rebuilds the embedded index if it moved.
         result.timings_ms["load_index"] = round((perf_counter() - load_started) * 1000, 3)
-        if not backend.size(kb)["chunks"]:
+        if not backend.has_entries(kb):
             result.reason = "the knowledge base has no ready documents"
         else:
             _search(query, kb, params, backend, embedder, result)
@@ -183,14 +195,9 @@ def _search_context(query, kb, params, backend, embedder, timer) -> SearchContex
     tokens = timer("analyze", lambda: tuple(tuple(analyze(q)) for q in variants))
     vectors: tuple[np.ndarray, ...] = ()
     if params.mode != "bm25":
-        model = embedder or _kb_embedder(kb)
+        model = embedder or get_embedder(backend.embedder_name(kb) or None)
         vectors = timer("embed_query", lambda: tuple(embed_query_cached(model, q) for q in variants))
     return SearchContext(kb, backend, tuple(variants), tokens, vectors)
-
-
-def _kb_embedder(kb: KnowledgeBase) -> Embedder:
-    kb.refresh_from_db(fields=["embedder"])
-    return get_embedder(kb.embedder or None)
 
 
 def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalResult, timer) -> list[Candidate]:
@@ -216,19 +223,26 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
 
 def _as_fused(candidate: Candidate) -> Candidate:
     """Copy a single leg's hit as the fused list's, its leg score as the fused score."""
-    scores = {**candidate.scores, "fusion": candidate.score}
-    return dataclasses.replace(candidate, scores=scores, sources=set(candidate.sources))
+    fused = candidate.copy()
+    fused.scores["fusion"] = candidate.score
+    return fused
 
 
 def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalResult, timer) -> list[Candidate]:
     ranked = list(result.fused)
     if params.example_penalty:
         ranked = apply_example_penalty(ranked)
-    if params.rerank and params.mode != "bm25":
+    if params.reranks:
         timer("cosines", lambda: context.fill_vector_scores(ranked[: params.rerank_depth]))
         reranker = FiveFactorReranker(tokenize=analyze)
         head, tail = ranked[: params.rerank_depth], ranked[params.rerank_depth :]
         head = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], head, warnings=result.warnings))
+        second = _second_stage(params, result.warnings) if len(head) >= 4 else None
+        if second is not None:
+            top, rest = head[: params.rerank_second_top_n], head[params.rerank_second_top_n :]
+            # A failing second stage keeps the five-factor order (rerank_safely restores it).
+            top = timer("rerank.second", lambda: rerank_safely(second, context.queries[0], top, warnings=result.warnings))
+            head = top + rest
         ranked = head + tail
         result.reranked = list(ranked)
     if not params.postprocess:
@@ -238,6 +252,14 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     ranked, timings = run_postprocessing(ranked, post, pipeline, warnings=result.warnings)
     result.timings_ms.update({f"post.{name}": round(ms, 3) for name, ms in timings.items()})
     return ranked
+
+
+def _second_stage(params: RetrievalParams, warnings: list[str]) -> Reranker | None:
+    try:
+        return second_stage_reranker(params.rerank_second_stage, get_llm=get_llm, get_embedder=get_embedder)
+    except Exception as exc:  # a misnamed or unloadable scorer must not fail the search
+        warnings.append(f"rerank skipped: the second stage '{params.rerank_second_stage}' is unavailable: {exc}")
+        return None
 
 
 def _neighbour_lookup(context: SearchContext, ranked: Sequence[Candidate]):
@@ -254,23 +276,54 @@ def _neighbour_lookup(context: SearchContext, ranked: Sequence[Candidate]):
 # --- per-KB settings ----------------------------------------------------------------------
 
 _FUSION_FIELDS = {f.name for f in dataclasses.fields(FusionParams)}
-_PARAM_FIELDS = {"mode", "top_k", "leg_top_k", "rerank", "postprocess", "expand_cross_language", "example_penalty"}
+_PATH_FIELDS = {f.name for f in dataclasses.fields(PathWeights)}
+_PARAM_FIELDS = {
+    "mode", "top_k", "leg_top_k", "rerank", "rerank_second_stage", "postprocess", "expand_cross_language",
+    "example_penalty",
+}
+
+
+# Tuned for one embedder's vectors: after the KB moves to another, these fall back to the
+# defaults until the KB is tuned again.
+_EMBEDDER_BOUND = ("fusion", "rerank", "paths")
+
+
+def default_fusion(embedder_name: str) -> FusionParams:
+    """The fusion an untuned KB searches with: RRF, the vector leg weighted by its embedder."""
+    weight = default_vector_weight(embedder_name)
+    return FusionParams() if weight is None else FusionParams(vector_weight=weight, bm25_weight=round(1 - weight, 2))
 
 
 def params_for_kb(kb: KnowledgeBase, **overrides: Any) -> RetrievalParams:
     """The KB's stored retrieval settings as params, with keyword overrides on top."""
-    stored = kb.retrieval_settings or {}
+    stored = dict(kb.retrieval_settings or {})
+    if stored.get("embedder", kb.embedder) != kb.embedder:
+        for key in _EMBEDDER_BOUND:
+            stored.pop(key, None)
     fusion_values = {k: v for k, v in (stored.get("fusion") or {}).items() if k in _FUSION_FIELDS}
+    fusion = FusionParams(**fusion_values) if fusion_values else default_fusion(kb.embedder or "")
+    path_values = {k: v for k, v in (stored.get("paths") or {}).items() if k in _PATH_FIELDS}
     values = {k: v for k, v in stored.items() if k in _PARAM_FIELDS}
-    params = RetrievalParams(fusion=FusionParams(**fusion_values), **values)
+    values.setdefault("rerank_second_stage", settings.RERANK_SECOND_STAGE)
+    params = RetrievalParams(
+        fusion=fusion, paths=PathWeights(**path_values), max_query_chars=settings.RETRIEVAL_MAX_QUERY_CHARS, **values
+    )
     return dataclasses.replace(params, **overrides)
 
 
 def save_params_for_kb(kb: KnowledgeBase, params: RetrievalParams) -> None:
-    """Store the fusion mode, weights and thresholds (and the mode) as the KB's settings."""
+    """Store the mode, fusion, rerank and multipath weights as the KB's settings.
+
+    They are recorded with the KB's embedder: weights tuned on one embedder's vectors do
+    not carry over to another's.
+    """
+    kb.refresh_from_db(fields=["embedder"])
     kb.retrieval_settings = {
         **(kb.retrieval_settings or {}),
         "mode": params.mode,
+        "rerank": params.rerank,
         "fusion": dataclasses.asdict(params.fusion),
+        "paths": dataclasses.asdict(params.paths),
+        "embedder": kb.embedder,
     }
     KnowledgeBase.objects.filter(pk=kb.pk).update(retrieval_settings=kb.retrieval_settings)

@@ -22,7 +22,6 @@ class IngestionTask(Task):
 
 @shared_task(
     base=IngestionTask,
-    queue="ingestion",
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=TRANSIENT_ERRORS,
@@ -41,7 +40,7 @@ def ingest_document(document_id: int) -> str:
     return job.status if job else "skipped"
 
 
-@shared_task(queue="embedding", acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
+@shared_task(acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
 def upgrade_embeddings(kb_id: int) -> int:
     """Move a KB's vectors to EMBEDDER_UPGRADE; one run at a time per KB."""
     kb = KnowledgeBase.objects.filter(pk=kb_id).first()
@@ -53,6 +52,23 @@ def upgrade_embeddings(kb_id: int) -> int:
         return reembed_knowledge_base(kb, get_embedder(target))
     finally:
         cache.delete(lock)
+
+
+@shared_task
+def resume_embedding_upgrades() -> list[int]:
+    """Start the upgrade of every KB that still searches with another embedder.
+
+    Ingestion starts an upgrade when it runs in a long-lived process; a KB filled by a
+    management command (setup_demo, ingest, import_dataset) or left half-way by a restart
+    would otherwise wait for its next upload. The server calls this once when it starts.
+    """
+    pending = [
+        kb.pk for kb in KnowledgeBase.objects.filter(documents__status=DocumentStatus.READY).distinct()
+        if upgrade_target(kb)
+    ]
+    for kb_id in pending:
+        dispatch(upgrade_embeddings, kb_id)
+    return pending
 
 
 def enqueue_ingestion(document_id: int) -> None:

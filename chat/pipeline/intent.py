@@ -90,7 +90,10 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
         "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
         "ticket": r"工单|\btickets?\b|\bTKT-\d+",
         "calculator": r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[-+*/×÷^%]\s*\d+",
-        "datetime": r"几点|什么时间|今天日期|今天几号|what time|current time|today'?s date|what day is",
+        "datetime": (
+            r"几点|什么时间|今天日期|今天几号|what time|what'?s the (?:current |local )?time\b|current time|"
+            r"local time|today'?s date|what day is"
+        ),
         "currency": r"汇率|兑换|美元|人民币|exchange rate|\b(?:usd|eur|cny|rmb|jpy|gbp)\b",
         "system_metrics": r"\bQPS\b|延迟|\bCPU\b|内存|\blatency\b|memory usage",
         "knowledge_lookup": r"查询|搜索|查找",

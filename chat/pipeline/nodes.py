@@ -108,7 +108,8 @@ def _retrieve(run: ChatRun) -> Outcome:
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
     search = _search(run) if run.kb is not None and (run.intent.wants_kb or not calls) else stages.KbSearch()
     run.tool_results = pending.result() if pending else []
-    limit = stages.evidence_limit(run.options)
+    reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
+    limit = stages.evidence_limit(run.options, rerank=reranked)
     run.evidence = stages.number_evidence(search.references, run.tool_results, limit=limit, url_for=_url_for(run))
     _emit_evidence(run, search.reason)
     status = "failed" if search.reason == SEARCH_FAILED else "done"
@@ -138,7 +139,8 @@ def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
     """Fan the plan's retrieve-only workers out over the queries; merge what they found."""
     options = run.options
     plan = plan_for(run.kb.slug, options.agent_type, queries)
-    mode = options.search_mode if options.agent_type == "auto" else None  # a chosen worker keeps its own
+    # "auto" searches as the request or the KB's settings say; a chosen worker keeps its own mode.
+    mode = stages.retrieval_params(run.kb, options).mode if options.agent_type == "auto" else None
     fanout = run_plan(
         plan, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
         top_k=options.top_k, rerank=options.enable_rerank, mode=mode,

@@ -16,17 +16,18 @@ def _setting(name: str):
 
 @dataclass(frozen=True)
 class ChatOptions:
-    """Seed 001's switches; the defaults come from the CHAT_* settings, a request may override them."""
+    """Seed 001's switches. Their defaults come from the CHAT_* settings; the page, the API and
+    `ask` set the KB and the agent type, code that calls run_chat (benches, tests) may set any."""
 
     kb_slug: str | None = None  # None: the router picks one by content (seed 003 §2.5)
     agent_type: str = "auto"  # a chat.workers.WORKER_TYPES name, or "auto"
     enable_query_rewrite: bool = _setting("CHAT_ENABLE_QUERY_REWRITE")
-    enable_rerank: bool = _setting("CHAT_ENABLE_RERANK")
+    enable_rerank: bool | None = _setting("CHAT_ENABLE_RERANK")  # None: the KB's stored setting
     top_k: int = _setting("CHAT_TOP_K")
     rerank_top_k: int = _setting("CHAT_RERANK_TOP_K")
     # Intents scoring below this are not candidates (the top-2 gap rule ignores them).
     min_confidence_score: float = _setting("CHAT_MIN_CONFIDENCE_SCORE")
-    search_mode: str = _setting("CHAT_SEARCH_MODE")
+    search_mode: str = _setting("CHAT_SEARCH_MODE")  # "": the KB's stored mode
     enable_source_citation: bool = _setting("CHAT_ENABLE_SOURCE_CITATION")
     history_turns: int = _setting("CHAT_HISTORY_TURNS")
     rewrite_history_turns: int = _setting("CHAT_REWRITE_HISTORY_TURNS")

@@ -75,8 +75,13 @@ class KbSearch:
 
 
 def retrieval_params(kb: Any, options: ChatOptions) -> RetrievalParams:
-    """The KB's stored retrieval settings with the request's switches on top."""
-    return params_for_kb(kb, mode=options.search_mode, top_k=options.top_k, rerank=options.enable_rerank)
+    """The KB's stored retrieval settings (tuned per KB) with the request's switches on top."""
+    overrides: dict[str, Any] = {"top_k": options.top_k}
+    if options.search_mode:
+        overrides["mode"] = options.search_mode
+    if options.enable_rerank is not None:
+        overrides["rerank"] = options.enable_rerank
+    return params_for_kb(kb, **overrides)
 
 
 def search_kb(queries: Sequence[str], kb: Any, params: RetrievalParams, *, retriever: Retriever) -> KbSearch:
@@ -101,8 +106,9 @@ def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
     return search
 
 
-def evidence_limit(options: ChatOptions) -> int:
-    return min(options.top_k, options.rerank_top_k) if options.enable_rerank else options.top_k
+def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:
+    """How many references reach the prompt: rerank_top_k of them after a rerank."""
+    return min(options.top_k, options.rerank_top_k) if rerank else options.top_k
 
 
 def run_tool_calls(

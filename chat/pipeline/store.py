@@ -64,7 +64,7 @@ def _check_message(message: str) -> None:
 
 def _check_options(request: ChatRequest) -> None:
     options = request.options
-    if options.search_mode not in MODES:
+    if options.search_mode and options.search_mode not in MODES:
         raise ChatRefused(f"search_mode must be one of {', '.join(MODES)}.", code="invalid_option")
     if options.agent_type not in AGENT_TYPES:
         raise ChatRefused(f"agent_type must be one of {', '.join(AGENT_TYPES)}.", code="invalid_option")

@@ -12,13 +12,14 @@ from chat.pipeline.stages import (
     find_ambiguity,
     number_evidence,
     recent_turns,
+    retrieval_params,
     search_kb,
     split_reply,
 )
 from chat.pipeline.state import Turn
 from chat.pipeline.tools import Tool, ToolCall, ToolRegistry, ToolResult
 from knowledge.candidates import Candidate
-from knowledge.retrieval import RetrievalParams, RetrievalResult
+from knowledge.retrieval import RetrievalParams, RetrievalResult, save_params_for_kb
 
 
 def intents(*pairs) -> IntentResult:
@@ -113,7 +114,7 @@ def test_it_numbers_kb_evidence_first_then_successful_tool_outputs():
 def test_it_keeps_rerank_top_k_items_after_rerank(rerank, top_k, rerank_top_k, limit):
     options = ChatOptions(enable_rerank=rerank, top_k=top_k, rerank_top_k=rerank_top_k)
 
-    assert evidence_limit(options) == limit
+    assert evidence_limit(options, rerank=rerank) == limit
 
 
 def test_it_takes_option_defaults_from_settings(settings):
@@ -124,6 +125,22 @@ def test_it_takes_option_defaults_from_settings(settings):
 
     assert (options.top_k, options.enable_query_rewrite, options.rerank_top_k) == (9, False, 5)
     assert options.replace(top_k=2).top_k == 2
+
+
+@pytest.mark.parametrize(("mode_setting", "rerank_setting", "expected"), [
+    ("", None, ("multipath", False)),  # the KB's tuned settings
+    ("vector", True, ("vector", True)),  # the deployment's settings override every KB
+])
+def test_chat_searches_with_the_kb_settings_unless_the_deployment_overrides_them(
+    kb, settings, mode_setting, rerank_setting, expected
+):
+    save_params_for_kb(kb, RetrievalParams(mode="multipath", rerank=False))
+    kb.refresh_from_db()
+    settings.CHAT_SEARCH_MODE, settings.CHAT_ENABLE_RERANK = mode_setting, rerank_setting
+
+    params = retrieval_params(kb, ChatOptions(top_k=4))
+
+    assert (params.mode, params.rerank, params.top_k) == (*expected, 4)
 
 
 def test_it_cuts_a_reply_into_stream_pieces():

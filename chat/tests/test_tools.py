@@ -27,11 +27,17 @@ def test_it_registers_every_builtin_tool_in_the_process_registry():
 
 @pytest.mark.parametrize(
     ("message", "tool"),
-    [("what is 3*(4+5)?", "calculator"), ("东京现在几点", "datetime"), ("100美元换人民币", "currency"),
+    [("what is 3*(4+5)?", "calculator"), ("东京现在几点", "datetime"), ("what's the time in New York", "datetime"),
+     ("local time in Paris", "datetime"), ("100美元换人民币", "currency"),
      ("北京天气怎么样", "weather"), ("TKT-1001 status", "ticket"), ("current QPS and latency", "system_metrics")],
 )
 def test_it_routes_tool_keywords_to_their_tool(message, tool):
     assert tool in rule_intents(message, tools=get_tool_channel().available()).tools
+
+
+@pytest.mark.parametrize("message", ["what's the timeout of a worker?", "response time in the pipeline"])
+def test_time_words_in_kb_questions_do_not_call_the_clock(message):
+    assert "datetime" not in rule_intents(message, tools=get_tool_channel().available()).tools
 
 
 @pytest.mark.parametrize(

@@ -124,3 +124,17 @@ def test_it_cannot_be_changed_after_build():
     index = BM25Index.build(DOCS)
     with pytest.raises(ValueError):
         index.weights[0] = 1.0
+
+
+@pytest.mark.parametrize("texts", [
+    ["wing flow", "flow flow tunnel", "", "机翼 流动 flow"],
+    ["a"],
+    [],
+])
+def test_it_builds_the_same_index_from_token_strings(texts):
+    from_lists = BM25Index.build([text.split() for text in texts])
+    from_strings = BM25Index.build_from_strings(iter(texts))
+
+    assert from_strings.vocabulary == from_lists.vocabulary and from_strings.n_rows == from_lists.n_rows
+    for array_name in ("indptr", "rows", "weights"):
+        np.testing.assert_array_equal(getattr(from_strings, array_name), getattr(from_lists, array_name))

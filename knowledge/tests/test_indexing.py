@@ -4,10 +4,10 @@ import pytest
 from django.core.management import call_command
 
 import agentic_rag.embeddings as embeddings
-from knowledge.indexing import reembed_knowledge_base
+from knowledge.indexing import embed_unique, reembed_knowledge_base
 from knowledge.models import KnowledgeBase, SearchEntry
 from knowledge.retrieval import RetrievalParams, retrieve
-from knowledge.tasks import ingest_document
+from knowledge.tasks import ingest_document, resume_embedding_upgrades
 
 from .factories import GUIDE_MD
 from .test_ingest import _ingest, _submit
@@ -66,3 +66,81 @@ def test_reembed_command_switches_the_kb(kb, small_hashing, capsys):
 
     assert KnowledgeBase.objects.get(pk=kb.pk).embedder == "hashing-512"
     assert "now searches with hashing-512" in capsys.readouterr().out
+
+
+class CountingEmbedder:
+    """Wraps an embedder and remembers every text it was asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.embedded = inner, inner.name, []
+
+    def embed_passages(self, texts):
+        self.embedded.extend(texts)
+        return self.inner.embed_passages(texts)
+
+
+def test_it_embeds_each_distinct_text_once(small_hashing):
+    counting = CountingEmbedder(small_hashing)
+    texts = ["one paragraph", "another", "one paragraph"]
+
+    vectors = embed_unique(counting, texts)
+
+    assert counting.embedded == ["one paragraph", "another"]
+    assert vectors.shape == (3, 512)
+    assert (vectors[0] == vectors[2]).all() and not (vectors[0] == vectors[1]).all()
+
+
+def test_a_one_paragraph_document_costs_one_embedding(kb, small_hashing, monkeypatch):
+    counting = CountingEmbedder(small_hashing)
+    monkeypatch.setattr("knowledge.indexing.embedder_for", lambda kb: counting)
+
+    _ingest(kb, "note.txt", b"A single paragraph about wind tunnels and boundary layers.")
+
+    entries = SearchEntry.objects.filter(kb=kb)
+    assert entries.count() == 2 and len(counting.embedded) == 1
+
+
+def test_it_resumes_upgrades_of_kbs_filled_outside_the_server(kb, small_hashing, settings):
+    _ingest(kb, "guide.md", GUIDE_MD.encode())  # as a management command would: no upgrade yet
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    empty = KnowledgeBase.objects.create(slug="empty", name="Empty", owner=kb.owner)
+
+    started = resume_embedding_upgrades.apply().get()
+
+    assert started == [kb.pk]
+    kb.refresh_from_db()
+    assert kb.embedder == "hashing-512" and KnowledgeBase.objects.get(pk=empty.pk).embedder == ""
+    assert resume_embedding_upgrades.apply().get() == []  # nothing left to do
+
+
+def test_the_server_resumes_upgrades_once_on_its_first_request(settings, monkeypatch):
+    import asyncio
+
+    from agentic_rag import asgi
+
+    calls = []
+    monkeypatch.setattr(asgi, "dispatch", lambda task, *args: calls.append(task.name))
+    monkeypatch.setattr(asgi, "_started", False)
+    settings.BACKGROUND_TASKS = "thread"
+
+    asyncio.run(asgi.on_first_request())
+    asyncio.run(asgi.on_first_request())
+
+    assert calls == ["knowledge.tasks.resume_embedding_upgrades"]
+
+
+def test_a_broker_that_is_down_does_not_fail_the_first_request(settings, monkeypatch, caplog):
+    import asyncio
+
+    from agentic_rag import asgi
+
+    def broker_down(task, *args):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(asgi, "dispatch", broker_down)
+    monkeypatch.setattr(asgi, "_started", False)
+    settings.BACKGROUND_TASKS = "celery"
+
+    asyncio.run(asgi.on_first_request())
+
+    assert "could not resume embedding upgrades" in caplog.text

@@ -68,6 +68,30 @@ def test_it_searches_chinese_and_records_multipath_paths(kb):
     assert all(c.level == 0 for c in result.candidates)
 
 
+def test_the_configured_second_rerank_stage_runs_after_the_five_factor_scorer(kb, settings):
+    ingest(kb, {**DOCS, "more.md": "# 1 More\n\nBM25 and cosine rankings both use term statistics.\n\n"
+                                    "# 2 Even more\n\nRanking by term frequency is classic."})
+    settings.RERANK_SECOND_STAGE = "hashing-1024"
+
+    result = retrieve("BM25 term frequency ranking", kb, params_for_kb(kb, mode="hybrid", postprocess=False))
+
+    assert len(result.reranked) >= 4
+    assert all("rerank.embedding" in c.scores for c in result.reranked[:4])
+    assert result.warnings == [] and "rerank.second" in result.timings_ms
+
+
+def test_an_unavailable_second_rerank_stage_is_a_warning_not_a_failed_search(kb, settings):
+    ingest(kb, {**DOCS, "more.md": "# 1 More\n\nBM25 and cosine rankings both use term statistics.\n\n"
+                                    "# 2 Even more\n\nRanking by term frequency is classic."})
+    settings.RERANK_SECOND_STAGE = "no-such-embedder"
+
+    result = retrieve("BM25 term frequency ranking", kb, params_for_kb(kb, mode="hybrid", postprocess=False))
+
+    assert result.candidates[0].doc_name == "keywords.md"
+    assert any("second stage 'no-such-embedder' is unavailable" in w for w in result.warnings)
+    assert "rerank" in result.timings_ms and "rerank.second" not in result.timings_ms
+
+
 def test_it_never_returns_chunks_of_another_kb(kb, bob):
     ingest(kb)
     other = KnowledgeBase.objects.create(slug="bobs", name="Bob's", owner=bob)
@@ -117,14 +141,47 @@ def test_it_sees_new_documents_after_the_kb_changes(kb):
     assert after.candidates[0].doc_name == "physics.md"
 
 
+def test_kb_params_cut_queries_at_the_setting(kb, settings):
+    settings.RETRIEVAL_MAX_QUERY_CHARS = 40
+
+    result = retrieve("concrete " * 20, kb, params_for_kb(kb))
+
+    assert len(result.query) == 40
+    assert result.warnings == ["the query was truncated to its first 40 characters"]
+
+
+@pytest.mark.parametrize(("embedder", "weights"), [("hashing-1024", (0.05, 0.95)), ("e5-small", (0.7, 0.3))])
+def test_an_untuned_kb_weighs_the_vector_leg_by_its_embedder(kb, embedder, weights):
+    kb.embedder = embedder
+
+    fusion = params_for_kb(kb).fusion
+
+    assert (fusion.vector_weight, fusion.bm25_weight) == weights
+
+
+def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
+    KnowledgeBase.objects.filter(pk=kb.pk).update(embedder="e5-small")
+    save_params_for_kb(kb, RetrievalParams(mode="hybrid", rerank=False, fusion=FusionParams(vector_weight=0.4, bm25_weight=0.6)))
+    kb.refresh_from_db()
+    assert kb.retrieval_settings["embedder"] == "e5-small"
+    assert params_for_kb(kb).fusion.vector_weight == 0.4 and params_for_kb(kb).rerank is False
+
+    KnowledgeBase.objects.filter(pk=kb.pk).update(embedder="hashing-1024")  # the KB moved to other vectors
+    kb.refresh_from_db()
+
+    params = params_for_kb(kb)
+    assert (params.fusion.vector_weight, params.rerank, params.mode) == (0.05, True, "hybrid")
+
+
 def test_it_stores_and_loads_per_kb_params(kb):
-    save_params_for_kb(kb, RetrievalParams(mode="hybrid", fusion=FusionParams(mode="weighted", vector_weight=0.4, bm25_weight=0.6)))
+    fusion = FusionParams(mode="weighted", vector_weight=0.4, bm25_weight=0.6)
+    save_params_for_kb(kb, RetrievalParams(mode="hybrid", fusion=fusion, rerank=False))
     kb.refresh_from_db()
 
     params = params_for_kb(kb, top_k=7)
 
     assert params.fusion.mode == "weighted" and params.fusion.bm25_weight == 0.6
-    assert params.top_k == 7 and params.mode == "hybrid"
+    assert params.top_k == 7 and params.mode == "hybrid" and params.rerank is False
 
 
 def test_it_keeps_the_order_when_rerank_fails(kb, monkeypatch):

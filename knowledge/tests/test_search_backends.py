@@ -7,6 +7,7 @@ indexes and that both backends agree on the same data.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from knowledge.indexing import index_text
 from knowledge.ingest import delete_document, run_ingestion, submit_document
 from knowledge.memory_index import MemoryBackend
 from knowledge.models import Chunk, Document, KnowledgeBase, SearchEntry
+from knowledge.search import MIN_GENERAL_TAGGED
 
 pytestmark = pytest.mark.django_db
 
@@ -267,7 +269,7 @@ def test_it_loads_chunk_info_for_live_chunks_of_the_kb(kb, docs, backend):
     assert (loaded.level, loaded.parent_id, loaded.index) == (Chunk.CHILD, child.parent_id, child.index)
     assert loaded.chapter_level_1 == "Inspection"
     assert "GB 50204-2015" in loaded.tags
-    assert loaded.tokens == tuple(analyze(index_text(child)))
+    assert loaded.tokens.split() == analyze(index_text(child))
     assert backend.chunks(kb, []) == {}
 
 
@@ -297,6 +299,21 @@ def test_it_ranks_chunks_matching_more_tag_keywords_first(kb, docs, backend):
     assert set(tagged[:2]) == both
     assert set(tagged[2:]) == one
     assert set(backend.tagged(kb, ["混凝土", "外加剂", "冬期"], limit=2)) == both
+
+
+def test_it_leaves_out_keywords_tagged_on_too_many_chunks(kb, docs, backend):
+    live = Chunk.objects.live().filter(kb=kb)
+    general = {c.pk for c in live if any("混凝土" in tag for tag in c.tags)}
+    rare = {c.pk for c in live if any("外加剂" in tag for tag in c.tags)}
+    share = (len(general) - 1) / live.count()  # just below the general word's share
+    assert len(rare) < len(general) - 1 and len(general) - 1 >= MIN_GENERAL_TAGGED
+
+    found = backend.tagged(kb, ["混凝土", "外加剂"], limit=50, max_share=share)
+
+    assert set(found) == rare
+    assert set(backend.tagged(kb, ["混凝土", "外加剂"], limit=50)) == general | rare
+    # In a small KB, a keyword on a few chunks is never general, whatever the share.
+    assert set(backend.tagged(kb, ["外加剂"], limit=50, max_share=0.0001)) == rare
 
 
 def test_it_lists_the_chunks_of_a_chapter(kb, docs, backend):
@@ -373,6 +390,18 @@ def test_it_reads_the_embedder_the_kb_row_names_not_a_stale_copy(docs, backend):
     assert backend.keyword(stale, analyze("zeolite"), level=Chunk.CHILD, top_k=5)
     assert backend.vector(stale, query_vector("zeolite"), level=Chunk.CHILD, top_k=5)
     assert backend.size(stale)["chunks"] > 0
+    assert backend.embedder_name(stale) == "hashing-1024" and backend.has_entries(stale)
+
+
+def test_it_says_whether_a_kb_has_anything_to_search(kb, docs, backend):
+    empty = KnowledgeBase.objects.create(slug="empty", name="Empty", owner=kb.owner)
+
+    assert backend.has_entries(kb) and not backend.has_entries(empty)
+    assert backend.embedder_name(empty) == ""
+
+    for document in docs.values():
+        delete_document(document)
+    assert not backend.has_entries(kb)
 
 
 def test_it_returns_nothing_for_empty_or_unknown_queries(kb, docs, backend):
@@ -490,3 +519,33 @@ def _kb_indexes() -> list[str]:
             "AND indexdef LIKE '%%btree (kb_id%%'"
         )
         return [name for (name,) in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_sharded_vector_scan_gives_the_single_scan_scores(settings, threads):
+    from knowledge.memory_index import similarities
+
+    settings.VECTOR_SCAN_THREADS, settings.VECTOR_SCAN_PARALLEL_ROWS = threads, 10
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((1001, 16)).astype(np.float32)
+    query = rng.standard_normal(16).astype(np.float32)
+
+    np.testing.assert_allclose(similarities(vectors, query), vectors @ query, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(similarities(vectors[:5], query), vectors[:5] @ query, rtol=1e-5, atol=1e-5)
+
+
+@postgresql_only
+def test_the_database_keeps_term_counts_for_the_keyword_leg(kb, docs):
+    entry = SearchEntry.objects.filter(kb=kb).exclude(tokens="").first()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT term_counts FROM knowledge_searchentry WHERE id = %s", [entry.pk])
+        (counts,) = cursor.fetchone()
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'knowledge_searchentry_fts'")
+        (options,) = cursor.fetchone()
+
+    counts = counts if isinstance(counts, dict) else json.loads(counts)
+    expected = {}
+    for token in entry.tokens.split():
+        expected[token] = expected.get(token, 0) + 1
+    assert counts == expected
+    assert "fastupdate=off" in options
