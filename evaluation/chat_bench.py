@@ -1,7 +1,10 @@
 """Chat speed: `manage.py bench chat --kb SLUG [--queries N] [--fake-llm]`.
 
 With the extractive generator: end-to-end and first-token latency of KB questions,
-shortcut A and B latency, prompt assembly time. With `--fake-llm`, against a fake
+shortcut A and B latency, prompt assembly time. Then the `manage.py ask` path with no KB
+named, so routing runs too: greetings, arithmetic, time, currency and KB questions, each
+timed around the whole call and checked (shortcut B, the right tool and value, the
+routed KB). With `--fake-llm`, against a fake
 OpenAI-compatible streaming server on 127.0.0.1: the pipeline's own time to first token,
 every moment spent waiting for the model (its JSON calls for rewrite and intent, and the
 stream's wait from request arrival to the first piece, as the server recorded it)
@@ -41,7 +44,21 @@ GOALS_MS = {
     "shortcut_b_p50_ms": 20,
     "prompt_assembly_p50_ms": 50,
     "fake_llm_own_ttft_p50_ms": 50,
+    "ask_greeting_p50_ms": 150,
+    "ask_arithmetic_p50_ms": 150,
+    "ask_time_p50_ms": 150,
+    "ask_currency_p50_ms": 150,
+    "ask_kb_p50_ms": 150,
 }
+# (message, the value the answer must hold): Python works out each sum the calculator must match.
+ARITHMETIC = (
+    ("what is 12*(3+4)?", 12 * (3 + 4)),
+    ("计算 2**10 - 24", 2**10 - 24),
+    ("(17+5)/4 = ?", (17 + 5) / 4),
+    ("calculate 1234 * 5678", 1234 * 5678),
+)
+TIME_QUESTIONS = ("What time is it in Tokyo?", "现在伦敦几点？", "what's the time in New York")
+CURRENCY_QUESTIONS = ("convert 100 USD to EUR", "500 人民币是多少美元？", "how much is 20 GBP in JPY")
 # The fake model's one reply serves its JSON calls (rewrite, intent) and the answer stream.
 MODEL_DELAY_S = 0.02  # the fake model thinks before each reply; the bench subtracts it
 FAKE_REPLY = '{"query": "How does hybrid search work?", "sub_queries": [], "intents": [{"name": "KB", "confidence": 0.9}]}'
@@ -68,6 +85,7 @@ def bench_chat(kb: Any, user: Any, *, queries: int = 40, fake_llm: bool = False)
     runs = _Runs()
     try:
         report = _bench_extractive(kb, user, queries, runs)
+        report.update(_bench_ask(kb, user, queries, runs))
         if fake_llm:
             report.update(_bench_fake_llm(kb, user, queries, runs))
     finally:
@@ -97,6 +115,31 @@ def _bench_extractive(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str
         "kb_answers_with_citations": sum(bool(r.citations) for r in results),
         "unverified_quotes": sum(not v["verified"] for r in results for v in r.verification),
     }
+
+
+def _bench_ask(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str, Any]:
+    """Each kind of question `manage.py ask` answers, routed as it routes them (no KB named)."""
+    ask = _asker(None, user, build_llm(LLMConfig()), runs)
+    checks: dict[str, tuple[Sequence[str], Callable[[str, ChatResult], bool]]] = {
+        "greeting": (SHORTCUT_B, lambda message, result: result.shortcut == "B"),
+        "arithmetic": ([m for m, _ in ARITHMETIC], _right_sum),
+        "time": (TIME_QUESTIONS, lambda message, result: result.tools == ("datetime",)),
+        "currency": (CURRENCY_QUESTIONS, lambda message, result: result.tools == ("currency",)),
+        "kb": (QUESTIONS, lambda message, result: result.route == kb.slug and bool(result.citations)),
+    }
+    report: dict[str, Any] = {}
+    for kind, (messages, is_right) in checks.items():
+        ask(messages[0])  # warm-up
+        timed = [(message, ask(message)) for message in islice(cycle(messages), queries)]
+        report[f"ask_{kind}_p50_ms"] = _p(50, [run.ms for _, run in timed])
+        report[f"ask_{kind}_right"] = f"{sum(is_right(m, run.result) for m, run in timed)}/{len(timed)}"
+    return report
+
+
+def _right_sum(message: str, result: ChatResult) -> bool:
+    expected = dict(ARITHMETIC)[message]
+    shown = f"{expected:g}" if isinstance(expected, float) else str(expected)
+    return result.tools == ("calculator",) and f"= {shown}" in result.answer
 
 
 def _first_token_ms(run: _Run) -> float:
@@ -150,7 +193,8 @@ def _asker(kb: Any, user: Any, llm: Any, runs: _Runs, *, cache: Any = None) -> C
                 first_token.append(time.monotonic())
 
         started = time.monotonic()
-        request = ChatRequest(user, None, message, ChatOptions(kb_slug=kb.slug))
+        # No KB: the router picks one, as `manage.py ask` without --kb does.
+        request = ChatRequest(user, None, message, ChatOptions(kb_slug=kb.slug if kb else None))
         result = run_chat(request, emit=emit, llm=llm, cache=cache)
         runs.note(result)
         return _Run(result, (time.monotonic() - started) * 1000, started, first_token[0] if first_token else None)

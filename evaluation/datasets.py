@@ -20,6 +20,7 @@ from django.db import transaction
 
 from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import Document, DocumentStatus, IngestionJob, KnowledgeBase
+from knowledge.search import refresh_planner_statistics
 
 from .models import GoldenQuestion, GoldenSet, RelevantDocument, split_for
 
@@ -42,6 +43,7 @@ class Question:
     relevant: dict[str, int]  # passage id -> graded relevance
     reference_answer: str = ""
     expected_keywords: tuple[str, ...] = ()
+    category: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,44 @@ def _squad_question(path: Path, qa: Any, passage_id: str) -> Question:
 # --- shared reading helpers -----------------------------------------------------------
 
 
+# --- golden JSON -----------------------------------------------------------------------
+
+
+def read_golden(path: Path, *, limit_docs: int | None = None) -> Dataset:
+    """Read questions about documents a KB already holds (relevant: document name -> grade).
+
+    {"name": ..., "questions": [{"id", "question", "relevant": {"doc.md": 2}, "category"?,
+    "expected_keywords"?, "reference_answer"?}]}. Nothing is ingested: `limit_docs` has no
+    meaning here and is ignored.
+    """
+    try:
+        data = json.loads(_require(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not a JSON file: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise DatasetError(f"{path}: expected an object with a 'questions' list")
+    questions = [_golden_question(path, n, item) for n, item in enumerate(data["questions"], start=1)]
+    return Dataset(str(data.get("name") or path.stem), "golden", str(path), [], questions)
+
+
+def _golden_question(path: Path, n: int, item: Any) -> Question:
+    where = f"{path}: question {n}"
+    if not isinstance(item, dict):
+        raise DatasetError(f"{where}: expected an object")
+    relevant = item.get("relevant")
+    if not isinstance(relevant, dict) or not relevant or not all(isinstance(g, int) for g in relevant.values()):
+        raise DatasetError(f"{where}: 'relevant' must map document names to integer grades")
+    text, qid = item.get("question"), item.get("id")
+    if not isinstance(text, str) or not text.strip() or not isinstance(qid, str) or not qid:
+        raise DatasetError(f"{where}: needs a string 'id' and a non-empty 'question'")
+    return Question(
+        qid, text.strip(), {str(name): grade for name, grade in relevant.items()},
+        reference_answer=str(item.get("reference_answer") or ""),
+        expected_keywords=tuple(str(k) for k in item.get("expected_keywords") or ()),
+        category=str(item.get("category") or ""),
+    )
+
+
 def _require(path: Path) -> Path:
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
@@ -239,11 +279,16 @@ def import_dataset(
     started = perf_counter()
     report = ImportReport(passages=len(dataset.passages))
     documents: dict[str, int] = {}
+    if dataset.format == "golden":  # questions about documents the KB already holds, by name
+        documents = dict(
+            Document.objects.filter(kb=kb, status=DocumentStatus.READY).values_list("name", "pk")
+        )
     for start in range(0, len(dataset.passages), batch_size):
         batch = dataset.passages[start : start + batch_size]
         documents.update(_ingest_batch(kb, dataset, batch, report, user=user))
         on_batch(start + len(batch), report)
     store_golden_set(kb, dataset, documents, report)
+    refresh_planner_statistics()
     report.seconds = perf_counter() - started
     return report
 
@@ -318,6 +363,7 @@ def _save_question(golden_set, question: GoldenQuestion | None, item: Question, 
         "text": item.text,
         "reference_answer": item.reference_answer,
         "expected_keywords": list(item.expected_keywords),
+        "category": item.category,
     }
     if question is None:
         report.questions_changed += 1

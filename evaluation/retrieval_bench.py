@@ -123,6 +123,7 @@ def bench_postprocessing(kb: KnowledgeBase, texts: list[str]) -> dict[str, float
     return _percentiles(samples)
 
 
-def default_embedder_name_and_dims() -> tuple[str, int]:
-    embedder = get_embedder()
+def embedder_name_and_dims(name: str | None = None) -> tuple[str, int]:
+    """The embedder's name and dimension (the EMBEDDER setting's when name is None)."""
+    embedder = get_embedder(name)
     return embedder.name, int(embedder.embed_query("dimension probe").shape[0])

@@ -6,6 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from evaluation import tuning
 from evaluation.metrics import METRIC_KEYS
 from evaluation.models import EvaluationRun, GoldenQuestion, Split
 from evaluation.runner import RankBM25Ranker, document_ranking, load_questions
@@ -124,6 +125,46 @@ def test_it_tunes_fusion_and_stores_the_winner(imported_kb, tmp_path):
     assert stored["mode"] == "hybrid" and stored["fusion"] == report["best"]
     assert params_for_kb(KnowledgeBase.objects.get(pk=imported_kb.pk)).fusion == FusionParams(**report["best"])
     assert "defaults" in out and "best" in out and "stored the best" in out
+    on, off = (report["rerank_train"][state]["ndcg@10"] for state in ("on", "off"))
+    assert report["rerank"] is (on >= off) and stored["rerank"] is report["rerank"]
+    child, tag = report["path_weights"]
+    assert (stored["paths"]["child_locator"], stored["paths"]["tag_match"]) == (child, tag)
+    best = max(m["ndcg@10"] for m in report["path_weights_train"].values())
+    assert report["path_weights_train"][f"{child:g}/{tag:g}"]["ndcg@10"] == best
+    assert "multipath child-locator/tag-path weights" in out
+
+
+@pytest.mark.parametrize(("on", "off", "stored"), [(0.5, 0.6, False), (0.6, 0.6, True), (0.7, 0.6, True)])
+def test_it_turns_rerank_off_only_when_that_scores_better(imported_kb, monkeypatch, on, off, stored):
+    _hold_out("q1", "q3")
+
+    def fake_metrics(kb, questions, params):
+        return {"ndcg@10": (on if params.rerank else off) if params.mode == "hybrid" else 0.5}
+
+    monkeypatch.setattr(tuning, "_retrieve_metrics", fake_metrics)
+    report = tuning.tune(imported_kb, load_questions(imported_kb))
+
+    assert report.rerank is stored
+    assert params_for_kb(KnowledgeBase.objects.get(pk=imported_kb.pk)).rerank is stored
+
+
+@pytest.mark.parametrize(("scores", "stored"), [
+    ({}, (0.8, 1.2)),  # all equal: the seed's weights stay
+    ({(0.8, 0.3): 0.6, (0.4, 0.0): 0.7}, (0.4, 0.0)),
+])
+def test_it_keeps_the_seed_path_weights_unless_others_score_better(imported_kb, monkeypatch, scores, stored):
+    _hold_out("q1", "q3")
+
+    def fake_metrics(kb, questions, params):
+        pair = (params.paths.child_locator, params.paths.tag_match)
+        return {"ndcg@10": scores.get(pair, 0.5) if params.mode == "multipath" else 0.5}
+
+    monkeypatch.setattr(tuning, "_retrieve_metrics", fake_metrics)
+    report = tuning.tune(imported_kb, load_questions(imported_kb))
+
+    assert report.path_weights == stored
+    paths = params_for_kb(KnowledgeBase.objects.get(pk=imported_kb.pk)).paths
+    assert (paths.child_locator, paths.tag_match) == stored
 
 
 def test_it_refuses_to_tune_without_both_splits(imported_kb):
@@ -163,3 +204,14 @@ def test_it_puts_the_current_fusion_first_in_a_grid_of_weight_pairs():
     assert {point.vector_weight for point in grid} == set(WEIGHTS)
     assert all(abs(point.vector_weight + point.bm25_weight - 1) < 1e-9 for point in grid)
     assert {point.vector_threshold for point in grid} == {0.0, 0.2, 0.3}
+
+
+@pytest.mark.parametrize(("stored", "flags", "expected"), [
+    (False, [], "rerank off"), (True, [], "rerank on"), (True, ["--no-rerank"], "rerank off"),
+])
+def test_it_runs_the_kb_stored_rerank_setting_unless_told_otherwise(imported_kb, stored, flags, expected):
+    KnowledgeBase.objects.filter(pk=imported_kb.pk).update(retrieval_settings={"rerank": stored})
+
+    out, code = _evaluate("--kb", "tiny", "--mode", "hybrid", *flags)
+
+    assert code == 0 and expected in out

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from evaluation.datasets import DatasetError, read_beir, read_squad
+from evaluation.datasets import DatasetError, read_beir, read_golden, read_squad
 from evaluation.models import GoldenQuestion, GoldenSet, RelevantDocument, split_for
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase
 
@@ -221,3 +222,56 @@ def test_it_finishes_documents_an_interrupted_import_left_pending(beir_dir, alic
 
     assert "5 ingested" in out
     assert Document.objects.get(name="d1.txt").status == DocumentStatus.READY
+
+
+def _golden(tmp_path, questions) -> str:
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps({"name": "handbook", "questions": questions}), encoding="utf-8")
+    return str(path)
+
+
+def test_it_imports_golden_questions_about_the_documents_a_kb_holds(beir_dir, alice, tmp_path):
+    _import(str(beir_dir), "--format", "beir", "--kb", "tiny")
+    path = _golden(tmp_path, [
+        {"id": "g1", "question": "Which passage?", "relevant": {"d2.txt": 2, "d3.txt": 1}, "category": "api",
+         "expected_keywords": ["429"]},
+        {"id": "g2", "question": "Not in this KB", "relevant": {"nowhere.md": 2}},
+    ])
+
+    out = _import(path, "--format", "golden", "--kb", "tiny")
+
+    kb = KnowledgeBase.objects.get(slug="tiny")
+    question = GoldenQuestion.objects.get(golden_set__kb=kb, golden_set__name="handbook")
+    assert (question.qid, question.category, question.expected_keywords) == ("g1", "api", ["429"])
+    assert _qrels(kb)["g1"] == {"d2.txt": 2, "d3.txt": 1}
+    assert "1 questions, 2 qrels" in out and "skipped 1 questions without an imported relevant document" in out
+    assert Document.objects.filter(kb=kb).count() == 5  # nothing ingested
+
+
+def test_golden_questions_need_an_existing_kb(tmp_path):
+    path = _golden(tmp_path, [{"id": "g1", "question": "q", "relevant": {"a.md": 1}}])
+
+    with pytest.raises(CommandError, match="'nowhere' does not exist: golden questions ask about its documents"):
+        _import(path, "--format", "golden", "--kb", "nowhere")
+    assert not KnowledgeBase.objects.filter(slug="nowhere").exists()
+
+
+@pytest.mark.parametrize(("questions", "message"), [
+    ([{"id": "g1", "question": "q", "relevant": {}}], "question 1: 'relevant' must map document names"),
+    ([{"id": "g1", "question": "q", "relevant": {"a.md": "high"}}], "question 1: 'relevant' must map"),
+    ([{"id": "g1", "question": " ", "relevant": {"a.md": 1}}], "question 1: needs a string 'id'"),
+    (["just text"], "question 1: expected an object"),
+])
+def test_it_names_the_broken_golden_question(tmp_path, questions, message):
+    with pytest.raises(DatasetError, match=message):
+        read_golden(Path(_golden(tmp_path, questions)))
+
+
+def test_the_shipped_demo_golden_set_names_only_documents_of_the_demo_kb():
+    from django.conf import settings
+
+    dataset = read_golden(Path(settings.BASE_DIR) / "evaluation" / "fixtures" / "demo-golden.json")
+    docs = {path.name for path in (Path(settings.BASE_DIR) / "docs").glob("*.md")}
+
+    assert len(dataset.questions) >= 20 and len({q.category for q in dataset.questions}) >= 10
+    assert {name for q in dataset.questions for name in q.relevant} <= docs

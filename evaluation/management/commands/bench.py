@@ -15,7 +15,7 @@ from evaluation.chat_bench import bench_chat
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_retrieval,
-    default_embedder_name_and_dims,
+    embedder_name_and_dims,
     generate_corpus,
 )
 from knowledge.batch import collect_files
@@ -23,7 +23,10 @@ from knowledge.models import KnowledgeBase
 
 
 class Command(BaseCommand):
-    help = "Measure speed: ingestion throughput, or write a benchmark corpus from a SQuAD file."
+    help = (
+        "Measure speed: ingestion throughput, retrieval latency on a generated corpus, chat latency "
+        "(including `ask`'s routed questions), or write a benchmark corpus from a SQuAD file."
+    )
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="target", required=True)
@@ -36,7 +39,11 @@ class Command(BaseCommand):
         retrieval.add_argument("--chunks", type=int, default=10_000, metavar="N")
         retrieval.add_argument("--queries", type=int, default=200)
         retrieval.add_argument("--mode", default="hybrid", choices=["bm25", "vector", "hybrid", "multipath"])
-        retrieval.add_argument("--kb", default="", metavar="SLUG", help="default: bench-synthetic-<N>")
+        retrieval.add_argument("--kb", default="", metavar="SLUG", help="default: bench-synthetic-<N>-<embedder>")
+        retrieval.add_argument(
+            "--embedder", default="", metavar="NAME",
+            help="vectors of this embedder's dimension (default: EMBEDDER; e5-small is what KBs upgrade to)",
+        )
         retrieval.add_argument("--json", action="store_true")
         chat = sub.add_parser("chat", help="time the chat pipeline on a KB (extractive; --fake-llm adds a streaming model)")
         chat.add_argument("--kb", required=True, metavar="SLUG")
@@ -70,11 +77,11 @@ class Command(BaseCommand):
         self._print(bench_ingest(kb, items).as_dict(), as_json=options["json"])
 
     def _bench_retrieval(self, options) -> dict:
-        slug = options["kb"] or f"bench-synthetic-{options['chunks']}"
+        name, dims = embedder_name_and_dims(options["embedder"] or None)
+        slug = options["kb"] or f"bench-synthetic-{options['chunks']}-{name}"
         kb = KnowledgeBase.objects.filter(slug=slug).first()
         if kb is None:
             kb = self._fresh_kb(slug, reset=False)
-            name, dims = default_embedder_name_and_dims()
             started = time.perf_counter()
             generate_corpus(kb, SyntheticCorpus(children=options["chunks"], dims=dims), name)
             self.stderr.write(f"generated {options['chunks']} child chunks in {time.perf_counter() - started:.1f} s")

@@ -46,7 +46,12 @@ class Command(BaseCommand):
             if options["tune"]:
                 self._tune(kb, questions, options["json"])
                 return
-            overrides = {"rerank": not options["no_rerank"], "expand_cross_language": not options["no_expansion"]}
+            # Without a flag the KB's stored settings hold, rerank included (tuning may turn it off).
+            overrides = {}
+            if options["no_rerank"]:
+                overrides["rerank"] = False
+            if options["no_expansion"]:
+                overrides["expand_cross_language"] = False
             evaluation = evaluate(kb, questions, mode=options["mode"], baseline=options["baseline"], **overrides)
         except EvaluationError as exc:
             raise CommandError(str(exc)) from None
@@ -102,7 +107,7 @@ class Command(BaseCommand):
             f"{kb.slug}: tuned on {report.train_questions} train questions over {report.grid_points} "
             f"settings in {report.seconds:.1f} s; {report.test_questions} test questions held out"
         )
-        header = f"{'':10}{'fusion':44}{'train ndcg@10':>15}{'test ndcg@10':>14}{'test, rerank':>14}"
+        header = f"{'':10}{'fusion':44}{'train ndcg@10':>15}{'test ndcg@10':>14}{'test, retrieve':>16}"
         self.stdout.write(header)
         for label, fusion, train, test, full in (
             ("defaults", report.default, report.default_train, report.default_test, report.default_test_retrieve),
@@ -110,8 +115,22 @@ class Command(BaseCommand):
         ):
             self.stdout.write(
                 f"{label:10}{_describe(fusion):44}{train['ndcg@10']:15.4f}{test['ndcg@10']:14.4f}"
-                f"{full['ndcg@10']:14.4f}"
+                f"{full['ndcg@10']:16.4f}"
             )
+        on, off = report.rerank_train["on"]["ndcg@10"], report.rerank_train["off"]["ndcg@10"]
+        self.stdout.write(
+            f"rerank on the train split: on {on:.4f}, off {off:.4f}; "
+            f"stored rerank {'on' if report.rerank else 'off'}"
+        )
+        best = max(report.path_weights_train.items(), key=lambda item: item[1]["ndcg@10"])
+        seed = next(iter(report.path_weights_train.items()))
+        child, tag = report.path_weights
+        self.stdout.write(
+            f"multipath child-locator/tag-path weights on train questions: seed {seed[0]} "
+            f"{seed[1]['ndcg@10']:.4f}, best {best[0]} {best[1]['ndcg@10']:.4f}; stored {child:g}/{tag:g} "
+            f"(test: seed {report.multipath_test['seed']['ndcg@10']:.4f}, "
+            f"tuned {report.multipath_test['tuned']['ndcg@10']:.4f})"
+        )
         self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
 
 

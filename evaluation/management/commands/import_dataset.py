@@ -1,4 +1,5 @@
-"""manage.py import_dataset --format beir DIR | --format squad FILE --kb SLUG [--owner USERNAME] [--limit-docs N]"""
+"""manage.py import_dataset --format beir DIR | --format squad FILE | --format golden FILE --kb SLUG
+[--owner USERNAME] [--limit-docs N]"""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
-from evaluation.datasets import DatasetError, ImportReport, import_dataset, read_beir, read_squad
+from evaluation.datasets import DatasetError, ImportReport, import_dataset, read_beir, read_golden, read_squad
 from knowledge.models import KnowledgeBase
 
-READERS = {"beir": read_beir, "squad": read_squad}
+READERS = {"beir": read_beir, "squad": read_squad, "golden": read_golden}
 
 
 class Command(BaseCommand):
-    help = "Import a BEIR folder or a SQuAD file into a knowledge base and a golden set."
+    help = (
+        "Import a BEIR folder or a SQuAD file into a knowledge base and a golden set, or (--format "
+        "golden) a JSON file of questions about the documents a knowledge base already holds."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("path", type=Path, metavar="DIR|FILE")
@@ -33,6 +37,8 @@ class Command(BaseCommand):
             dataset = READERS[options["format"]](options["path"], limit_docs=options["limit_docs"])
         except DatasetError as exc:
             raise CommandError(str(exc)) from None
+        if dataset.format == "golden" and not KnowledgeBase.objects.filter(slug=options["kb"]).exists():
+            raise CommandError(f"knowledge base '{options['kb']}' does not exist: golden questions ask about its documents")
         kb = _get_or_create_kb(options["kb"], options["owner"])
         self.stdout.write(
             f"importing {len(dataset.passages)} passages and {len(dataset.questions)} questions "
