@@ -102,27 +102,38 @@ def _drain(inbox: queue.Queue, heartbeat_s: float) -> Iterator[str]:
 async def asse_stream(
     events: AsyncIterator[PipelineEvent], *, heartbeat_s: float = HEARTBEAT_S
 ) -> AsyncIterator[str]:
-    """Stream events as SSE on the event loop, pinging while the pipeline is quiet."""
+    """Stream events as SSE on the event loop, pinging while the pipeline is quiet.
+
+    After the terminal event the pipeline is still drained to its end, as `_drain` does
+    for the sync stream: the run stores its exchange and schedules its memory work after
+    `final`, and the response must not end while that work still writes to the database.
+    """
     pending: asyncio.Future | None = None
     ended = False
     try:
-        while not ended:
+        while True:
             pending = pending or asyncio.ensure_future(events.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=heartbeat_s)
             if not done:
-                yield PING
+                if not ended:
+                    yield PING
                 continue
             finished, pending = pending, None
             try:
                 event = finished.result()
             except StopAsyncIteration:
-                event = error_event(None)
+                if not ended:
+                    yield sse_event(error_event(None))
+                return
             except Exception as error:
                 if not isinstance(error, ChatRefused):
                     logger.exception("chat stream failed")
-                event = error_event(error)
-            ended = event.type in TERMINAL
-            yield sse_event(event)
+                if not ended:
+                    yield sse_event(error_event(error))
+                return
+            if not ended:
+                ended = event.type in TERMINAL
+                yield sse_event(event)
     finally:
         if pending is not None:  # the client left while the pipeline was busy
             pending.cancel()

@@ -86,6 +86,23 @@ async def test_it_pings_and_ends_cleanly_under_asgi():
     assert chunks[-1].startswith("event: final")
 
 
+async def test_it_drains_the_async_pipeline_after_its_final_event():
+    # The run stores its exchange and schedules memory work after `final`; the response
+    # must not end (and a test's database teardown must not start) while that runs.
+    after_final_done = asyncio.Event()
+
+    async def with_work_after_final():
+        yield SESSION
+        yield FINAL
+        await asyncio.sleep(0.2)
+        yield PipelineEvent("token", data={"text": "late"})
+        after_final_done.set()
+
+    chunks = [chunk async for chunk in asse_stream(with_work_after_final(), heartbeat_s=0.05)]
+    assert after_final_done.is_set()
+    assert chunks[-1].startswith("event: final") and PING not in chunks and "late" not in "".join(chunks)
+
+
 async def test_it_ends_a_failing_async_stream_with_an_error_event():
     async def failing():
         yield SESSION
