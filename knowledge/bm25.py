@@ -4,7 +4,8 @@ Scores are those of rank-bm25's ``BM25Okapi``, so it stays a drop-in reference:
 
     idf(t)     = ln(N - df + 0.5) - ln(df + 0.5)
                  (a negative idf, for terms in more than half the rows, is floored to
-                 epsilon * mean idf over the vocabulary)
+                 epsilon * mean idf over the vocabulary; when that floor is not positive,
+                 in a corpus of a few rows, Lucene's ln(1 + (N - df + 0.5) / (df + 0.5)))
     w(t, d)    = idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
     score(q, d) = sum over query tokens t (repeats count again) of w(t, d)
 
@@ -149,10 +150,21 @@ class BM25Index:
 
 
 def okapi_idf(df: np.ndarray, n_rows: int, epsilon: float) -> np.ndarray:
-    """Return BM25Okapi idf per term, negative values floored to epsilon × mean idf."""
+    """Return BM25Okapi idf per term, negative values floored to epsilon × mean idf.
+
+    In a corpus of a few rows (one short document: its section and its paragraph) most
+    terms are in most rows, the mean idf is not positive, and rank-bm25 would score every
+    match at or below zero: no keyword hits at all. There Lucene's idf, positive and
+    falling with df as the PostgreSQL backend's, takes over; on any corpus whose mean idf
+    is positive the scores stay rank-bm25's.
+    """
     idf = np.log(n_rows - df + 0.5) - np.log(df + 0.5)
-    if idf.size:
-        idf[idf < 0] = epsilon * idf.mean()
+    if not idf.size:
+        return idf
+    floor = epsilon * idf.mean()
+    if floor <= 0:
+        return np.log1p((n_rows - df + 0.5) / (df + 0.5))
+    idf[idf < 0] = floor
     return idf
 
 

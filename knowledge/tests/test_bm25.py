@@ -64,6 +64,20 @@ def test_it_floors_negative_idf_like_rank_bm25():
     assert np.allclose(idf, [reference.idf[term] for term in ["common", "a", "b", "rare"]])
 
 
+def test_it_finds_a_one_section_document_that_rank_bm25_scores_at_zero():
+    # One short document indexes as its section and its paragraph: every term is in
+    # every row, and rank-bm25 scores every match at or below zero.
+    section = analyze("Formwork must be checked before pouring concrete.")
+    paragraph = analyze("Formwork must be checked.")
+    docs = [section, paragraph]
+    assert not any(BM25Okapi(docs).get_scores(["formwork"]) > 0)
+    hits = BM25Index.build(docs).search(["formwork"], top_k=5)
+    assert [row for row, _ in hits] == [1, 0]  # both match; the shorter row ranks first
+    # Rarer terms still weigh more: "pour" is in the section only.
+    idf = okapi_idf(np.array([2, 1]), 2, epsilon=0.25)
+    assert idf[1] > idf[0] > 0
+
+
 def test_it_returns_best_rows_first_with_positive_scores_only():
     hits = BM25Index.build(DOCS).search(analyze("wing in the wind tunnel"), top_k=3)
     assert [row for row, _ in hits] == [5, 4, 1]  # 5 has all three words, 1 has "wing" twice

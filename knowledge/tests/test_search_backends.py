@@ -138,6 +138,16 @@ def test_it_finds_the_document_with_a_rare_term_first(kb, docs, backend):
     assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
 
 
+def test_it_finds_the_only_document_of_a_new_kb_by_keyword(kb, backend):
+    # A one-paragraph note is one row per level: rank-bm25's idf is negative for all of it.
+    note = ingest(kb, "note.txt", "Formwork must be inspected before pouring concrete.")
+
+    for level in (Chunk.CHILD, Chunk.PARENT):
+        hits = backend.keyword(kb, analyze("formwork inspection"), level=level, top_k=5)
+        assert ids(hits) == [Chunk.objects.live().get(document=note, level=level).pk]
+        assert hits[0][1] > 0
+
+
 def test_it_searches_parents_and_children_apart(kb, docs, backend):
     parent_hits = backend.keyword(kb, analyze("zeolite"), level=Chunk.PARENT, top_k=5)
     child_hits = backend.keyword(kb, analyze("zeolite"), level=Chunk.CHILD, top_k=5)
