@@ -318,15 +318,13 @@ def options_from_settings() -> EmbedderOptions:
     )
 
 
-def default_vector_weight(embedder_name: str) -> float | None:
-    """The vector leg's share in an untuned hybrid over this embedder's vectors, if not 0.7.
+def is_lexical(embedder_name: str) -> bool:
+    """Whether the embedder's vectors measure shared character n-grams rather than meaning.
 
-    Hashing vectors measure character n-gram overlap: the keyword leg's signal, only
-    noisier. At the usual 0.7 they pulled hybrid below BM25 alone (cranfield-beir nDCG@10
-    0.288 against 0.378, CMRC2018 0.952 against 0.986); at 0.05 they only break BM25's ties
-    (0.381 on cranfield-beir, the best point of the tuning grid).
+    Such vectors carry the keyword leg's signal with more noise, so retrieval defaults lean
+    on BM25 over them (knowledge.retrieval.default_fusion and default_rerank).
     """
-    return 0.05 if embedder_name.startswith("hashing-") else None
+    return embedder_name.startswith("hashing-")
 
 
 DEFAULT_EMBEDDER = "hashing-1024"  # as settings.EMBEDDER: fast, so documents are searchable at once

@@ -39,6 +39,7 @@ def test_it_shows_every_stage_of_a_query(page: Page, browser, tmp_path, screensh
     page.on("request", lambda r: htmx_requests.append(r.url) if r.headers.get("hx-request") else None)
     page.fill("input[name=q]", QUERY)
     page.select_option("select[name=mode]", "hybrid")
+    page.select_option("select[name=rerank]", "on")  # an untuned hashing KB starts with it off
     page.get_by_role("button", name="Search").click()
 
     results = page.locator("#playground-results")

@@ -202,6 +202,8 @@ def test_it_keeps_the_fused_order_when_rerank_fails(docs_kb, alice, extractive, 
         raise RuntimeError("reranker exploded")
 
     monkeypatch.setattr("knowledge.rerank.FiveFactorReranker.rerank", broken)
+    docs_kb.retrieval_settings = {"rerank": True}  # untuned hashing KBs do not rerank
+    docs_kb.save(update_fields=["retrieval_settings"])
     ingest_docs(docs_kb, {f"extra-{i}.md": f"# {i}\n\nHybrid search note {i} about fusion." for i in range(4)})
 
     result = ask(alice, emit=events, llm=extractive)

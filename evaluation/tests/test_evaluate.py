@@ -55,7 +55,9 @@ def test_it_stores_a_run_with_its_parameters(imported_kb):
     run = EvaluationRun.objects.get()
     assert (run.kb, run.mode, run.split, run.questions, run.baseline) == (imported_kb, "hybrid", "all", 5, None)
     assert run.params["mode"] == "hybrid" and run.params["postprocess"] is False and run.params["gate"] is None
-    assert run.params["fusion"]["mode"] == "rrf" and run.params["chunk_depth"] == 30
+    # An untuned KB over hashing vectors: weighted fusion leaning on BM25, no rerank.
+    assert run.params["fusion"]["mode"] == "weighted" and run.params["rerank"] is False
+    assert run.params["chunk_depth"] == 30
     assert set(run.per_question) == {"q1", "q2", "q3", "q4", "q5"}
     assert set(run.metrics) == set(METRIC_KEYS) and {"p50", "p95"} <= set(run.latency)
 

@@ -139,7 +139,7 @@ def test_it_explains_an_empty_query(alice_client, ingested_kb, query):
 
 
 def test_it_shows_legs_fusion_rerank_final_list_and_gate(alice_client, ingested_kb):
-    page = search(alice_client, ingested_kb, q="installer configuration file", mode="hybrid")
+    page = search(alice_client, ingested_kb, q="installer configuration file", mode="hybrid", fusion="rrf", rerank="on")
     assert 'data-leg="bm25"' in page and 'data-leg="vector"' in page
     for heading in ("Timings", "Fused list", "Rerank", "Final list", "Quality gate"):
         assert f"{heading}</h2>" in page
@@ -166,6 +166,18 @@ def test_it_says_why_rerank_did_not_run_in_bm25_mode(alice_client, ingested_kb):
     assert 'data-leg="bm25"' in page and 'data-leg="vector"' not in page
     assert "Rerank does not run in BM25 mode" in page
     assert "one leg: its own order" in page
+
+
+def test_it_starts_from_the_kbs_settings(alice_client, ingested_kb):
+    # An untuned KB over hashing vectors: weighted fusion, no rerank (knowledge.retrieval).
+    page = search(alice_client, ingested_kb, q="installer configuration")
+    assert re.search(r'<option value="weighted" selected>', page)
+    assert re.search(r'<option value="off" selected>', page) and "Rerank is off" in page
+
+    ingested_kb.retrieval_settings = {"rerank": True, "fusion": {"mode": "rrf"}}
+    ingested_kb.save(update_fields=["retrieval_settings"])
+    page = search(alice_client, ingested_kb, q="installer configuration")
+    assert "RRF, k=60" in page and "Cosine 35%" in page
 
 
 def test_it_runs_without_rerank_when_asked(alice_client, ingested_kb):

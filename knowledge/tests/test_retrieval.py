@@ -150,13 +150,16 @@ def test_kb_params_cut_queries_at_the_setting(kb, settings):
     assert result.warnings == ["the query was truncated to its first 40 characters"]
 
 
-@pytest.mark.parametrize(("embedder", "weights"), [("hashing-1024", (0.05, 0.95)), ("e5-small", (0.7, 0.3))])
-def test_an_untuned_kb_weighs_the_vector_leg_by_its_embedder(kb, embedder, weights):
+@pytest.mark.parametrize(
+    ("embedder", "expected"),
+    [("hashing-1024", ("weighted", 0.1, 0.9, False)), ("e5-small", ("rrf", 0.7, 0.3, True))],
+)
+def test_an_untuned_kb_searches_as_its_embedder_suits(kb, embedder, expected):
     kb.embedder = embedder
 
-    fusion = params_for_kb(kb).fusion
+    params = params_for_kb(kb)
 
-    assert (fusion.vector_weight, fusion.bm25_weight) == weights
+    assert (params.fusion.mode, params.fusion.vector_weight, params.fusion.bm25_weight, params.rerank) == expected
 
 
 def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
@@ -170,7 +173,7 @@ def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
     kb.refresh_from_db()
 
     params = params_for_kb(kb)
-    assert (params.fusion.vector_weight, params.rerank, params.mode) == (0.05, True, "hybrid")
+    assert (params.fusion.vector_weight, params.rerank, params.mode) == (0.1, False, "hybrid")
 
 
 def test_it_stores_and_loads_per_kb_params(kb):
