@@ -68,6 +68,17 @@ def test_it_searches_chinese_and_records_multipath_paths(kb):
     assert all(c.level == 0 for c in result.candidates)
 
 
+def test_multipaths_parent_hybrid_fuses_as_the_kbs_settings_say(kb):
+    ingest(kb)
+
+    result = retrieve("BM25 term frequency ranking", kb, RetrievalParams(mode="multipath", fusion=FusionParams(mode="rrf")))
+
+    best = result.legs["parent_hybrid"][0]
+    assert best.doc_name == "keywords.md" and best.sources == {"bm25", "vector"}
+    # First in both legs: RRF's 0.7/61 + 0.3/61, not weighted fusion's normalised 1.0.
+    assert best.scores["fusion"] == pytest.approx(1 / 61)
+
+
 def test_the_configured_second_rerank_stage_runs_after_the_five_factor_scorer(kb, settings):
     ingest(kb, {**DOCS, "more.md": "# 1 More\n\nBM25 and cosine rankings both use term statistics.\n\n"
                                     "# 2 Even more\n\nRanking by term frequency is classic."})
@@ -199,3 +210,4 @@ def test_it_keeps_the_order_when_rerank_fails(kb, monkeypatch):
 
     assert any("rerank skipped" in warning for warning in result.warnings)
     assert [c.chunk_id for c in result.candidates] == [c.chunk_id for c in result.fused][:10]
+
