@@ -13,9 +13,11 @@ strong fused ranking, so the KB's questions decide.
 
 Multi-path recall fuses its paths by rank alone, so a weak path at a high weight pulls it
 below its best path: the tag path (1.2) where tags are incidental compounds, the child
-locator (0.8, vector only) where the parent hybrid is stronger. Their weights are searched
-over PATH_GRID through `retrieve` in multipath mode on (at most PATH_SAMPLE of) the train
-questions; the seed's weights come first and win ties.
+locator (0.8, vector only) where the parent hybrid is stronger; and seed 002's bonuses
+(+0.08 for a tag match against 0.0167 for a path's first place) can outweigh all paths.
+The two weights and the bonuses (on or off) are searched through `retrieve` in multipath
+mode on (at most PATH_SAMPLE of) the train questions; the KB's untuned weights come first
+and win ties.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ from knowledge.candidates import Candidate
 from knowledge.fusion import FusionParams, apply_example_penalty, fuse
 from knowledge.models import KnowledgeBase
 from knowledge.recall import PathWeights
-from knowledge.retrieval import InvalidQuery, RetrievalParams, default_fusion, retrieve, save_params_for_kb
+from knowledge.retrieval import (
+    InvalidQuery,
+    RetrievalParams,
+    default_fusion,
+    default_paths,
+    default_rerank,
+    retrieve,
+    save_params_for_kb,
+)
 
 from .metrics import score_ranking, summarise
 from .models import Split
@@ -51,8 +61,9 @@ from .runner import (
 WEIGHTS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.0)
 BM25_THRESHOLDS = (0.0, 0.1, 0.3)  # after min-max normalisation
 VECTOR_QUANTILES = (0.25, 0.5)  # raw cosine thresholds: these quantiles of the legs' scores
-# (child_locator, tag_match), the seed's first.
-PATH_GRID = tuple((child, tag) for child in (0.8, 0.4, 0.0) for tag in (1.2, 0.6, 0.3, 0.0))
+CHILD_LOCATOR_WEIGHTS = (0.8, 0.4, 0.0)
+TAG_MATCH_WEIGHTS = (1.2, 0.6, 0.3, 0.0)
+BONUS_SCALES = (1.0, 0.0)
 PATH_SAMPLE = 300
 OBJECTIVE = "ndcg@10"
 
@@ -80,10 +91,10 @@ class TuningReport:
     # The winning fusion through `retrieve` on the train split, rerank on and off.
     rerank_train: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     rerank: bool = True
-    # Multipath: train metrics per "child/tag" weight pair, the chosen pair, and the test
-    # split under the seed's weights and the chosen ones.
+    # Multipath: train metrics per "child/tag/bonus" point, the chosen point, and the test
+    # split under the KB's untuned weights and the chosen ones.
     path_weights_train: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    path_weights: tuple[float, float] = (PathWeights().child_locator, PathWeights().tag_match)
+    path_weights: tuple[float, float, float] = (0.0, 0.0, 0.0)
     multipath_test: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
@@ -142,7 +153,8 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
     # stage (an LLM judge, say) is left out: tuning would call it for every train question.
     kb.refresh_from_db(fields=["embedder"])
     params = evaluation_params(
-        kb, "hybrid", fusion=default_fusion(kb.embedder), rerank=True, paths=PathWeights(), rerank_second_stage="",
+        kb, "hybrid", fusion=default_fusion(kb.embedder), rerank=default_rerank(kb.embedder), paths=default_paths(kb.embedder),
+        rerank_second_stage="",
         leg_top_k=RetrievalParams.leg_top_k, expand_cross_language=True, example_penalty=True,
     )
     penalty = params.example_penalty
@@ -159,8 +171,9 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
     rerank = rerank_train["on"][OBJECTIVE] >= rerank_train["off"][OBJECTIVE]
     chosen = dataclasses.replace(params, fusion=best, rerank=rerank)
     sample = train[:: max(1, len(train) // PATH_SAMPLE)][:PATH_SAMPLE]
-    path_weights_train = {_label(pair): _retrieve_metrics(kb, sample, _multipath(chosen, pair)) for pair in PATH_GRID}
-    path_weights = max(PATH_GRID, key=lambda pair: path_weights_train[_label(pair)][OBJECTIVE])
+    points = path_grid(params.paths)
+    path_weights_train = {_label(point): _retrieve_metrics(kb, sample, _multipath(chosen, point)) for point in points}
+    path_weights = max(points, key=lambda point: path_weights_train[_label(point)][OBJECTIVE])
     chosen = _with_paths(chosen, path_weights)
     test_legs = collect_legs(kb, test, params)
     report = TuningReport(
@@ -178,7 +191,7 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
         path_weights_train=path_weights_train,
         path_weights=path_weights,
         multipath_test={
-            "seed": _retrieve_metrics(kb, test, _multipath(chosen, PATH_GRID[0])),
+            "default": _retrieve_metrics(kb, test, _multipath(chosen, points[0])),
             "tuned": _retrieve_metrics(kb, test, _multipath(chosen, path_weights)),
         },
     )
@@ -190,17 +203,28 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
     return report
 
 
-def _with_paths(params: RetrievalParams, pair: tuple[float, float]) -> RetrievalParams:
-    child, tag = pair
-    return dataclasses.replace(params, paths=dataclasses.replace(params.paths, child_locator=child, tag_match=tag))
+PathPoint = tuple[float, float, float]  # (child_locator, tag_match, bonus_scale)
 
 
-def _multipath(params: RetrievalParams, pair: tuple[float, float]) -> RetrievalParams:
-    return dataclasses.replace(_with_paths(params, pair), mode="multipath")
+def path_grid(default: PathWeights) -> list[PathPoint]:
+    """Every child-locator × tag-path weight × bonus scale, the KB's untuned point first."""
+    first = (default.child_locator, default.tag_match, default.bonus_scale)
+    rest = product(CHILD_LOCATOR_WEIGHTS, TAG_MATCH_WEIGHTS, BONUS_SCALES)
+    return [first, *(point for point in rest if point != first)]
 
 
-def _label(pair: tuple[float, float]) -> str:
-    return f"{pair[0]:g}/{pair[1]:g}"
+def _with_paths(params: RetrievalParams, point: PathPoint) -> RetrievalParams:
+    child, tag, bonus = point
+    paths = dataclasses.replace(params.paths, child_locator=child, tag_match=tag, bonus_scale=bonus)
+    return dataclasses.replace(params, paths=paths)
+
+
+def _multipath(params: RetrievalParams, point: PathPoint) -> RetrievalParams:
+    return dataclasses.replace(_with_paths(params, point), mode="multipath")
+
+
+def _label(point: PathPoint) -> str:
+    return "/".join(f"{value:g}" for value in point)
 
 
 def _retrieve_metrics(kb: KnowledgeBase, questions: Sequence[EvalQuestion], params: RetrievalParams) -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Literal
@@ -55,6 +55,13 @@ class FusionBonuses:
     tag_exact: float = 0.08
     tag_partial: float = 0.03
     scope_key: str = "scope"  # the Candidate.metadata entry compared with the query's scope
+
+    def scaled(self, factor: float) -> FusionBonuses:
+        """These bonuses multiplied by factor (0 turns them off)."""
+        return replace(
+            self, multi_source=self.multi_source * factor, scope=self.scope * factor,
+            tag_exact=self.tag_exact * factor, tag_partial=self.tag_partial * factor,
+        )
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:
@@ -134,9 +141,10 @@ def weighted_rrf(
     """Fuse multi-path recall with `w / (k + rank)` plus seed 002's bonuses, best first.
 
     Bonuses count once per candidate; an exact tag match excludes the partial (text) one.
+    Paths at weight 0 are left out, so they add no source to the multi-source bonus.
     """
-    legs = {name: ranked for name, (_, ranked) in paths.items()}
-    weights = {name: weight for name, (weight, _) in paths.items()}
+    legs = {name: ranked for name, (weight, ranked) in paths.items() if weight > 0}
+    weights = {name: weight for name, (weight, _) in paths.items() if weight > 0}
     fused = fuse(legs, weights, FusionParams(mode="rrf", rrf_k=k))
     lowered = [keyword.lower() for keyword in keywords if keyword]
     for candidate in fused:
@@ -165,6 +173,7 @@ def _add_bonuses(
         partial = next((keyword for keyword in keywords if keyword in text), None)
         if partial is not None:
             earned.append((f"tag partial ({partial})", bonuses.tag_partial))
+    earned = [(label, bonus) for label, bonus in earned if bonus]
     candidate.notes.extend(f"{label} +{bonus:g}" for label, bonus in earned)
     return sum(bonus for _, bonus in earned)
 

@@ -81,6 +81,11 @@ class LegTable:
     label: str
     ms: float | None
     rows: list[Row]
+    weight: float | None = None  # a multipath path's weight in the fusion
+
+    @property
+    def weight_label(self) -> str:
+        return f"{self.weight:g}" if self.weight is not None else ""
 
 
 @login_required
@@ -120,7 +125,7 @@ def _report(result: RetrievalResult, params: RetrievalParams) -> dict:
         "result": result,
         "timings": timings,
         "total_ms": result.timings_ms.get("total", sum(t.ms for t in timings)),
-        "legs": [_leg_table(name, hits, result.timings_ms) for name, hits in result.legs.items()],
+        "legs": [_leg_table(name, hits, result.timings_ms, params) for name, hits in result.legs.items()],
         "leg_labels": [LEG_LABELS.get(name, name.replace("_", " ")) for name in result.legs],
         "fused_rows": _fused_rows(result),
         "fusion_label": _fusion_label(params),
@@ -175,10 +180,11 @@ def _rows(
     ]
 
 
-def _leg_table(name: str, hits: list[Candidate], timings_ms: dict[str, float]) -> LegTable:
+def _leg_table(name: str, hits: list[Candidate], timings_ms: dict[str, float], params: RetrievalParams) -> LegTable:
     # Leg lists are copies that later stages leave alone, so `score` is still the leg's own.
     rows = _rows(hits, [hit.score for hit in hits])
-    return LegTable(name, LEG_LABELS.get(name, name.replace("_", " ")), timings_ms.get(name), rows)
+    weight = getattr(params.paths, name, None) if params.mode == "multipath" else None
+    return LegTable(name, LEG_LABELS.get(name, name.replace("_", " ")), timings_ms.get(name), rows, weight)
 
 
 def _fused_rows(result: RetrievalResult) -> list[Row]:
@@ -212,6 +218,10 @@ def _rerank_note(result: RetrievalResult, params: RetrievalParams) -> str:
 
 
 def _fusion_label(params: RetrievalParams) -> str:
+    if params.mode == "multipath":
+        scale = params.paths.bonus_scale
+        bonuses = "without bonuses" if not scale else "with bonuses" + ("" if scale == 1 else f" ×{scale:g}")
+        return f"weighted RRF w/(60+rank) {bonuses}"
     fusion = params.fusion
     if fusion.mode == "rrf":
         return f"RRF, k={fusion.rrf_k}"

@@ -22,11 +22,11 @@ from agentic_rag.llm import get_llm
 
 from .analysis import analyze
 from .candidates import Candidate
-from .fusion import FusionParams, apply_example_penalty, expand_query, fuse
+from .fusion import FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
-from .recall import PathWeights, multipath_recall
+from .recall import LEXICAL_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
 from .search import Hit, SearchBackend, get_backend, pinned
 
@@ -204,10 +204,9 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     if params.mode == "multipath":
         paths = timer("recall", lambda: multipath_recall(context, params))
         result.legs = {name: hits for name, (_, hits) in paths.items()}
-        from .fusion import weighted_rrf
-
         keywords = [t for tokens in context.tokens for t in tokens]
-        return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope))
+        bonuses = FusionBonuses().scaled(params.paths.bonus_scale)
+        return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope, bonuses=bonuses))
     legs = {}
     if params.mode in ("bm25", "hybrid"):
         hits = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
@@ -302,6 +301,11 @@ def default_fusion(embedder_name: str) -> FusionParams:
     return LEXICAL_FUSION if is_lexical(embedder_name) else FusionParams()
 
 
+def default_paths(embedder_name: str) -> PathWeights:
+    """Multipath's weights for an untuned KB: the seed's, or LEXICAL_PATHS over hashing vectors."""
+    return LEXICAL_PATHS if is_lexical(embedder_name) else PathWeights()
+
+
 def default_rerank(embedder_name: str) -> bool:
     """Whether an untuned KB reranks: yes, unless its vectors are lexical (see LEXICAL_FUSION)."""
     return not is_lexical(embedder_name)
@@ -316,11 +320,12 @@ def params_for_kb(kb: KnowledgeBase, **overrides: Any) -> RetrievalParams:
     fusion_values = {k: v for k, v in (stored.get("fusion") or {}).items() if k in _FUSION_FIELDS}
     fusion = FusionParams(**fusion_values) if fusion_values else default_fusion(kb.embedder or "")
     path_values = {k: v for k, v in (stored.get("paths") or {}).items() if k in _PATH_FIELDS}
+    paths = dataclasses.replace(default_paths(kb.embedder or ""), **path_values)
     values = {k: v for k, v in stored.items() if k in _PARAM_FIELDS}
     values.setdefault("rerank", default_rerank(kb.embedder or ""))
     values.setdefault("rerank_second_stage", settings.RERANK_SECOND_STAGE)
     params = RetrievalParams(
-        fusion=fusion, paths=PathWeights(**path_values), max_query_chars=settings.RETRIEVAL_MAX_QUERY_CHARS, **values
+        fusion=fusion, paths=paths, max_query_chars=settings.RETRIEVAL_MAX_QUERY_CHARS, **values
     )
     return dataclasses.replace(params, **overrides)
 

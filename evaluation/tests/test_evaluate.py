@@ -129,11 +129,13 @@ def test_it_tunes_fusion_and_stores_the_winner(imported_kb, tmp_path):
     assert "defaults" in out and "best" in out and "stored the best" in out
     on, off = (report["rerank_train"][state]["ndcg@10"] for state in ("on", "off"))
     assert report["rerank"] is (on >= off) and stored["rerank"] is report["rerank"]
-    child, tag = report["path_weights"]
-    assert (stored["paths"]["child_locator"], stored["paths"]["tag_match"]) == (child, tag)
+    child, tag, bonus = report["path_weights"]
+    assert (stored["paths"]["child_locator"], stored["paths"]["tag_match"], stored["paths"]["bonus_scale"]) == (
+        child, tag, bonus
+    )
     best = max(m["ndcg@10"] for m in report["path_weights_train"].values())
-    assert report["path_weights_train"][f"{child:g}/{tag:g}"]["ndcg@10"] == best
-    assert "multipath child-locator/tag-path weights" in out
+    assert report["path_weights_train"][f"{child:g}/{tag:g}/{bonus:g}"]["ndcg@10"] == best
+    assert "multipath child-locator/tag-path weights/bonus scale" in out
 
 
 @pytest.mark.parametrize(("on", "off", "stored"), [(0.5, 0.6, False), (0.6, 0.6, True), (0.7, 0.6, True)])
@@ -150,23 +152,28 @@ def test_it_turns_rerank_off_only_when_that_scores_better(imported_kb, monkeypat
     assert params_for_kb(KnowledgeBase.objects.get(pk=imported_kb.pk)).rerank is stored
 
 
-@pytest.mark.parametrize(("scores", "stored"), [
-    ({}, (0.8, 1.2)),  # all equal: the seed's weights stay
-    ({(0.8, 0.3): 0.6, (0.4, 0.0): 0.7}, (0.4, 0.0)),
+@pytest.mark.parametrize(("embedder", "scores", "stored"), [
+    ("hashing-1024", {}, (0.0, 0.0, 0.0)),  # all equal: the KB's untuned weights stay
+    ("e5-small", {}, (0.8, 1.2, 1.0)),
+    ("hashing-1024", {(0.8, 0.3, 1.0): 0.6, (0.4, 0.0, 0.0): 0.7}, (0.4, 0.0, 0.0)),
+    ("e5-small", {(0.8, 1.2, 0.0): 0.6}, (0.8, 1.2, 0.0)),
 ])
-def test_it_keeps_the_seed_path_weights_unless_others_score_better(imported_kb, monkeypatch, scores, stored):
+def test_it_keeps_the_untuned_path_weights_unless_others_score_better(imported_kb, monkeypatch, embedder, scores, stored):
     _hold_out("q1", "q3")
+    KnowledgeBase.objects.filter(pk=imported_kb.pk).update(embedder=embedder)
+    imported_kb.refresh_from_db()
 
     def fake_metrics(kb, questions, params):
-        pair = (params.paths.child_locator, params.paths.tag_match)
-        return {"ndcg@10": scores.get(pair, 0.5) if params.mode == "multipath" else 0.5}
+        point = (params.paths.child_locator, params.paths.tag_match, params.paths.bonus_scale)
+        return {"ndcg@10": scores.get(point, 0.5) if params.mode == "multipath" else 0.5}
 
     monkeypatch.setattr(tuning, "_retrieve_metrics", fake_metrics)
+    monkeypatch.setattr(tuning, "collect_legs", lambda kb, questions, params: [])
     report = tuning.tune(imported_kb, load_questions(imported_kb))
 
     assert report.path_weights == stored
     paths = params_for_kb(KnowledgeBase.objects.get(pk=imported_kb.pk)).paths
-    assert (paths.child_locator, paths.tag_match) == stored
+    assert (paths.child_locator, paths.tag_match, paths.bonus_scale) == stored
 
 
 def test_it_refuses_to_tune_without_both_splits(imported_kb):

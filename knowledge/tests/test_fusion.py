@@ -215,6 +215,29 @@ def test_it_reads_the_bonus_sizes_from_fusion_bonuses():
     assert fused.score == pytest.approx(1 / 61 + 0.5)
 
 
+def test_a_path_at_weight_zero_neither_scores_nor_counts_as_a_source():
+    paths = {
+        "parent": (1.0, [make_candidate(1), make_candidate(2)]),
+        "tag": (0.0, [make_candidate(2), make_candidate(3)]),
+    }
+
+    fused = weighted_rrf(paths)
+
+    assert ids(fused) == [1, 2]
+    assert fused[1].score == pytest.approx(1.0 / 62)
+    assert fused[1].sources == {"parent"} and fused[1].notes == []
+
+
+@pytest.mark.parametrize(("factor", "bonus"), [(1.0, 0.08 + 0.02), (0.5, 0.04 + 0.01), (0.0, 0.0)])
+def test_scaled_bonuses_multiply_every_bonus_and_zero_adds_no_note(factor, bonus):
+    paths = {"parent": (1.0, [make_candidate(1, tags=("x",))]), "tag": (1.0, [make_candidate(1, tags=("x",))])}
+
+    [fused] = weighted_rrf(paths, keywords=["x"], bonuses=FusionBonuses().scaled(factor))
+
+    assert fused.score == pytest.approx(2 / 61 + bonus)
+    assert len(fused.notes) == (2 if factor else 0)
+
+
 def test_it_truncates_weighted_rrf_to_top_k():
     paths = {"parent": (1.0, [make_candidate(i) for i in range(40)])}
 

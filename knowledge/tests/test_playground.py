@@ -13,6 +13,8 @@ from knowledge import search as search_backends
 from knowledge.forms import PlaygroundForm
 from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import Document, DocumentStatus, KnowledgeBase, Visibility
+from knowledge.recall import PathWeights
+from knowledge.retrieval import RetrievalParams, save_params_for_kb
 
 pytestmark = pytest.mark.django_db
 
@@ -158,7 +160,14 @@ def test_it_shows_the_four_recall_paths_in_multipath_mode(alice_client, ingested
     page = search(alice_client, ingested_kb, q="installer configuration", mode="multipath")
     assert "Recall paths</h2>" in page
     assert 'data-leg="parent_hybrid"' in page and 'data-leg="child_locator"' in page
+    # Untuned over hashing vectors: only the parent hybrid is fused (knowledge.recall.LEXICAL_PATHS).
+    assert "weighted RRF w/(60+rank) without bonuses" in page
+    assert re.search(r'data-leg="child_locator".*?weight 0 \(not fused\)', page, re.S)
+
+    save_params_for_kb(ingested_kb, RetrievalParams(mode="multipath", paths=PathWeights()))
+    page = search(alice_client, ingested_kb, q="installer configuration", mode="multipath")
     assert "weighted RRF w/(60+rank) with bonuses" in page
+    assert re.search(r'data-leg="child_locator".*?weight 0.8 ·', page, re.S)
 
 
 def test_it_says_why_rerank_did_not_run_in_bm25_mode(alice_client, ingested_kb):

@@ -6,6 +6,7 @@ from django.test import TestCase
 from knowledge.fusion import FusionParams
 from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import KnowledgeBase
+from knowledge.recall import LEXICAL_PATHS, PathWeights
 from knowledge.retrieval import (
     MODES,
     InvalidQuery,
@@ -163,14 +164,19 @@ def test_kb_params_cut_queries_at_the_setting(kb, settings):
 
 @pytest.mark.parametrize(
     ("embedder", "expected"),
-    [("hashing-1024", ("weighted", 0.1, 0.9, False)), ("e5-small", ("rrf", 0.7, 0.3, True))],
+    [
+        ("hashing-1024", ("weighted", 0.1, 0.9, False, (1.0, 0.0, 0.0, 0.0, 0.0))),
+        ("e5-small", ("rrf", 0.7, 0.3, True, (1.0, 0.8, 1.2, 0.5, 1.0))),
+    ],
 )
 def test_an_untuned_kb_searches_as_its_embedder_suits(kb, embedder, expected):
     kb.embedder = embedder
 
     params = params_for_kb(kb)
 
-    assert (params.fusion.mode, params.fusion.vector_weight, params.fusion.bm25_weight, params.rerank) == expected
+    paths = params.paths
+    path_weights = (paths.parent_hybrid, paths.child_locator, paths.tag_match, paths.same_chapter, paths.bonus_scale)
+    assert (params.fusion.mode, params.fusion.vector_weight, params.fusion.bm25_weight, params.rerank, path_weights) == expected
 
 
 def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
@@ -185,17 +191,20 @@ def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
 
     params = params_for_kb(kb)
     assert (params.fusion.vector_weight, params.rerank, params.mode) == (0.1, False, "hybrid")
+    assert params.paths == LEXICAL_PATHS
 
 
 def test_it_stores_and_loads_per_kb_params(kb):
     fusion = FusionParams(mode="weighted", vector_weight=0.4, bm25_weight=0.6)
-    save_params_for_kb(kb, RetrievalParams(mode="hybrid", fusion=fusion, rerank=False))
+    paths = PathWeights(tag_match=0.3, bonus_scale=0.0)
+    save_params_for_kb(kb, RetrievalParams(mode="hybrid", fusion=fusion, rerank=False, paths=paths))
     kb.refresh_from_db()
 
     params = params_for_kb(kb, top_k=7)
 
     assert params.fusion.mode == "weighted" and params.fusion.bm25_weight == 0.6
     assert params.top_k == 7 and params.mode == "hybrid" and params.rerank is False
+    assert params.paths == paths
 
 
 def test_it_keeps_the_order_when_rerank_fails(kb, monkeypatch):

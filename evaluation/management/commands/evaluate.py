@@ -123,12 +123,12 @@ class Command(BaseCommand):
             f"stored rerank {'on' if report.rerank else 'off'}"
         )
         best = max(report.path_weights_train.items(), key=lambda item: item[1]["ndcg@10"])
-        seed = next(iter(report.path_weights_train.items()))
-        child, tag = report.path_weights
+        default = next(iter(report.path_weights_train.items()))
+        stored = "/".join(f"{value:g}" for value in report.path_weights)
         self.stdout.write(
-            f"multipath child-locator/tag-path weights on train questions: seed {seed[0]} "
-            f"{seed[1]['ndcg@10']:.4f}, best {best[0]} {best[1]['ndcg@10']:.4f}; stored {child:g}/{tag:g} "
-            f"(test: seed {report.multipath_test['seed']['ndcg@10']:.4f}, "
+            f"multipath child-locator/tag-path weights/bonus scale on train questions: default {default[0]} "
+            f"{default[1]['ndcg@10']:.4f}, best {best[0]} {best[1]['ndcg@10']:.4f}; stored {stored} "
+            f"(test: default {report.multipath_test['default']['ndcg@10']:.4f}, "
             f"tuned {report.multipath_test['tuned']['ndcg@10']:.4f})"
         )
         self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
