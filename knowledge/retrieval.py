@@ -26,7 +26,7 @@ from .fusion import FusionBonuses, FusionParams, apply_example_penalty, expand_q
 from .gate import GateParams, GateResult, apply_quality_gate
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
-from .recall import LEXICAL_PATHS, PathWeights, multipath_recall
+from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
 from .search import Hit, SearchBackend, get_backend, pinned
 
@@ -302,8 +302,8 @@ def default_fusion(embedder_name: str) -> FusionParams:
 
 
 def default_paths(embedder_name: str) -> PathWeights:
-    """Multipath's weights for an untuned KB: the seed's, or LEXICAL_PATHS over hashing vectors."""
-    return LEXICAL_PATHS if is_lexical(embedder_name) else PathWeights()
+    """Multipath's weights for an untuned KB: UNTUNED_PATHS, or LEXICAL_PATHS over hashing vectors."""
+    return LEXICAL_PATHS if is_lexical(embedder_name) else UNTUNED_PATHS
 
 
 def default_rerank(embedder_name: str) -> bool:
