@@ -13,16 +13,20 @@ subtracted. Every run is a fresh conversation, deleted afterwards.
 
 from __future__ import annotations
 
+import re
 import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
 from itertools import cycle, islice
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from agentic_rag.llm import LLMConfig, build_llm
-from chat.models import Conversation, Trace
+from chat.models import Conversation, CurrencyRate, Trace
 from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
 
 QUESTIONS = (
@@ -57,8 +61,16 @@ ARITHMETIC = (
     ("(17+5)/4 = ?", (17 + 5) / 4),
     ("calculate 1234 * 5678", 1234 * 5678),
 )
-TIME_QUESTIONS = ("What time is it in Tokyo?", "现在伦敦几点？", "what's the time in New York")
-CURRENCY_QUESTIONS = ("convert 100 USD to EUR", "500 人民币是多少美元？", "how much is 20 GBP in JPY")
+# (message, the zone whose clock the answer must show)
+TIME_QUESTIONS = (
+    ("What time is it in Tokyo?", "Asia/Tokyo"), ("现在伦敦几点？", "Europe/London"),
+    ("what's the time in New York", "America/New_York"), ("现在东京几点", "Asia/Tokyo"),
+)
+# (message, amount, from, to): the bench converts with the rate table the tool reads.
+CURRENCY_QUESTIONS = (
+    ("convert 100 USD to EUR", "100", "USD", "EUR"), ("500 人民币是多少美元？", "500", "CNY", "USD"),
+    ("how much is 20 GBP in JPY", "20", "GBP", "JPY"), ("100 美元等于多少人民币", "100", "USD", "CNY"),
+)
 # The fake model's one reply serves its JSON calls (rewrite, intent) and the answer stream.
 MODEL_DELAY_S = 0.02  # the fake model thinks before each reply; the bench subtracts it
 FAKE_REPLY = '{"query": "How does hybrid search work?", "sub_queries": [], "intents": [{"name": "KB", "confidence": 0.9}]}'
@@ -123,8 +135,8 @@ def _bench_ask(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str, Any]:
     checks: dict[str, tuple[Sequence[str], Callable[[str, ChatResult], bool]]] = {
         "greeting": (SHORTCUT_B, lambda message, result: result.shortcut == "B"),
         "arithmetic": ([m for m, _ in ARITHMETIC], _right_sum),
-        "time": (TIME_QUESTIONS, lambda message, result: result.tools == ("datetime",)),
-        "currency": (CURRENCY_QUESTIONS, lambda message, result: result.tools == ("currency",)),
+        "time": ([m for m, _ in TIME_QUESTIONS], _right_time),
+        "currency": ([m for m, *_ in CURRENCY_QUESTIONS], _right_conversion),
         "kb": (QUESTIONS, lambda message, result: result.route == kb.slug and bool(result.citations)),
     }
     report: dict[str, Any] = {}
@@ -140,6 +152,24 @@ def _right_sum(message: str, result: ChatResult) -> bool:
     expected = dict(ARITHMETIC)[message]
     shown = f"{expected:g}" if isinstance(expected, float) else str(expected)
     return result.tools == ("calculator",) and f"= {shown}" in result.answer
+
+
+def _right_time(message: str, result: ChatResult) -> bool:
+    """The datetime tool answered, showing the zone's clock within a minute of now."""
+    zone = dict(TIME_QUESTIONS)[message]
+    shown = re.search(rf"{re.escape(zone)}: (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d)", result.answer)
+    if result.tools != ("datetime",) or shown is None:
+        return False
+    now = datetime.now(ZoneInfo(zone)).replace(tzinfo=None)
+    return abs((now - datetime.fromisoformat(shown.group(1))).total_seconds()) < 60
+
+
+def _right_conversion(message: str, result: ChatResult) -> bool:
+    """The currency tool answered with the amount the stored rate table gives."""
+    amount, source, target = next(row[1:] for row in CURRENCY_QUESTIONS if row[0] == message)
+    table = CurrencyRate.objects.filter(code__in=[source, target]).latest_table()
+    expected = Decimal(amount) * (table[target].per_usd / table[source].per_usd)
+    return result.tools == ("currency",) and f"= {expected:,.2f} {target}" in result.answer
 
 
 def _first_token_ms(run: _Run) -> float:

@@ -9,6 +9,10 @@ Evidence arrives in the prompt as the agreed XML block (text XML-escaped):
 anywhere in the system or user messages. The question is the last user message (its
 `<question>` element if it has one, with any `<documents>` block removed). Every quoted
 sentence is a verbatim substring of its document's text and is followed by `[id]`.
+
+A document marked `source="TOOL"` is a tool's result for this very question (the intent
+stage chose the tool), so it is quoted whole, first, whether or not it shares a word with
+the question: "现在东京几点" shares none with "Current time Asia/Tokyo: …".
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
 _QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
 _ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_TOOL_SOURCE = re.compile(r"""\bsource\s*=\s*["']TOOL["']""")
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}
 # A sentence ends after 。！？；!? (with closing quotes), after a full stop followed by
 # space or the end (so 3.5 and example.com stay whole), or at a line break.
@@ -62,6 +67,7 @@ _STOP_WORDS = frozenset(
 class Evidence:
     doc_id: str
     text: str
+    from_tool: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,10 +107,13 @@ class ExtractiveProvider:
         evidence = find_evidence(messages)
         if not evidence:
             return f"{DISCLAIMER[language]}\n\n{NO_EVIDENCE[language]}"
-        sentences = [s for rank, e in enumerate(evidence) for s in self._sentences(e, rank)]
+        tool_results = [s for rank, e in enumerate(evidence) if e.from_tool for s in self._sentences(e, rank)]
+        sentences = [s for rank, e in enumerate(evidence) if not e.from_tool for s in self._sentences(e, rank)]
         chosen = choose_sentences(sentences, set(self._tokenize(question)), self._options)
         preface = ""
-        if not chosen:
+        if tool_results:
+            chosen = tool_results + chosen
+        elif not chosen:
             chosen = _lead_sentences(sentences, self._options.lead_documents)
             preface = NO_OVERLAP[language] + "\n\n"
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
@@ -145,7 +154,8 @@ def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
         for attributes, body in _DOCUMENT.findall(message.content):
             id_match = _ID_ATTRIBUTE.search(attributes)
             doc_id = (id_match.group(1) or id_match.group(2)) if id_match else str(len(found) + 1)
-            found.append(Evidence(doc_id=_unescape(doc_id), text=_unescape(body)))
+            from_tool = _TOOL_SOURCE.search(attributes) is not None
+            found.append(Evidence(doc_id=_unescape(doc_id), text=_unescape(body), from_tool=from_tool))
     return found
 
 

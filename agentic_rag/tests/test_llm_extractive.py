@@ -95,6 +95,27 @@ def test_it_quotes_the_leading_sentences_when_nothing_shares_a_word():
     assert "The circuit breaker opens when the failure rate exceeds 10%. [2]" in answer
 
 
+def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():
+    documents = """<documents>
+<document id="1" doc="datetime" source="TOOL">Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)
+Current time Europe/Paris: 2026-11-24 19:35:33 (Tuesday, UTC+0100)</document>
+<document id="2" doc="guide.md">东京的办公室九点开门。</document>
+</documents>"""
+    answer = ExtractiveProvider().complete(conversation(documents, "现在东京和巴黎几点？"), OPTIONS).text
+    assert "没有共同的词语" not in answer
+    assert quoted_sentences(answer)[:3] == [
+        ("Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)", "1"),
+        ("Current time Europe/Paris: 2026-11-24 19:35:33 (Tuesday, UTC+0100)", "1"),
+        ("东京的办公室九点开门。", "2"),
+    ]
+
+
+def test_a_document_only_says_it_is_a_tool_result_in_its_source_attribute():
+    documents = '<documents><document id="1" doc="a.md">source="TOOL" is just text here.</document></documents>'
+    answer = ExtractiveProvider().complete(conversation(documents, "xyzzy?"), OPTIONS).text
+    assert "share no words" in answer
+
+
 def test_it_answers_identically_every_time():
     messages = conversation(EN_DOCUMENTS, "What does stage one load, and when does the breaker open?")
     answers = {ExtractiveProvider().complete(messages, OPTIONS).text for _ in range(3)}

@@ -100,6 +100,14 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
     }.items()
 }
 
+# Keywords that only say "work it out" or "look it up". When a message also names a more
+# specific tool ("100 美元等于多少人民币", "查询北京天气"), that tool is the one meant, and
+# offering both would stop the answer with a needless "which did you mean?".
+GENERIC_KEYWORDS: dict[str, re.Pattern[str]] = {
+    "calculator": re.compile(r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b", re.IGNORECASE),
+    "knowledge_lookup": re.compile(r"查询|搜索|查找"),
+}
+
 # Words that carry no subject on their own: a message of only these is vague.
 _VAGUE_WORDS = re.compile(
     r"它们|它|他们|他|她|这个|那个|这些|那些|这样|那样|这里|那里|怎么样|怎么办|怎样|如何|为什么|什么|"
@@ -118,13 +126,26 @@ def rule_intents(message: str, history: Sequence[Turn] = (), tools: frozenset[st
         if pattern.match(text):
             return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: {topic}")
     text = _GREETING_PREFIX.sub("", text)
-    matched = [name for name in sorted(tools) if name in TOOL_KEYWORDS and TOOL_KEYWORDS[name].search(text)]
+    matched = _specific(
+        [name for name in sorted(tools) if name in TOOL_KEYWORDS and TOOL_KEYWORDS[name].search(text)], text
+    )
     if matched:
         intents = tuple(Intent("TOOL", TOOL_CONFIDENCE, tool=name) for name in matched)
         return IntentResult(intents, "rules", "tool keywords: " + ", ".join(matched))
     if is_vague(text) and not history:
         return IntentResult((Intent("KB", VAGUE_CONFIDENCE),), "rules", "vague: nothing to search for")
     return IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "rules", "default")
+
+
+def _specific(matched: list[str], text: str) -> list[str]:
+    """The matched tools, less those matched only by generic words when another tool matched too."""
+    if len(matched) < 2:
+        return matched
+    specific = [
+        name for name in matched
+        if name not in GENERIC_KEYWORDS or TOOL_KEYWORDS[name].search(GENERIC_KEYWORDS[name].sub(" ", text))
+    ]
+    return specific or matched
 
 
 def is_vague(text: str) -> bool:

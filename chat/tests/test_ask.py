@@ -57,3 +57,22 @@ def test_it_refuses_a_kb_the_user_may_not_read(docs_kb, bob):
 def test_it_refuses_an_unknown_user(docs_kb):
     with pytest.raises(CommandError, match="no user 'carol'"):
         ask("Hi", "--kb", "alice-kb", "--user", "carol")
+
+
+@pytest.mark.parametrize(
+    ("question", "tool", "answer_part"),
+    [("现在东京几点", "datetime", "Current time · 当前时间 Asia/Tokyo: "),
+     ("100 美元等于多少人民币", "currency", "100 USD = 729.93 CNY")],
+)  # fmt: skip
+def test_it_answers_a_chinese_tool_question_with_the_tool_result_alone(docs_kb, question, tool, answer_part):
+    data = json.loads(ask(question, "--kb", "alice-kb", "--json"))
+
+    assert data["shortcut"] is None and data["tools"] == [tool]
+    assert answer_part in data["answer"] and "没有共同的词语" not in data["answer"]
+    assert data["citations"][0]["doc"] == tool and data["citations"][0]["chunk_id"] is None
+
+
+def test_its_readable_citation_of_a_tool_names_no_chunk(docs_kb):
+    text = ask("100美元换人民币", "--kb", "alice-kb")
+
+    assert "[1] currency: 100 USD = 729.93 CNY" in text and "#None" not in text

@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.management import call_command
 
 from chat.models import Conversation, Trace
-from evaluation.chat_bench import _union_ms
+from chat.pipeline import ChatResult
+from evaluation.chat_bench import _right_conversion, _right_time, _union_ms
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +28,22 @@ def test_it_measures_the_chat_pipeline_and_cleans_up(docs_kb):
     assert report["shortcuts_seen"] == ["A", "B"] and report["unverified_quotes"] == 0
     assert report["fake_llm_ttft_p50_ms"] > report["fake_llm_own_ttft_p50_ms"]
     assert not Conversation.objects.exists() and not Trace.objects.exists()
+    # (the fixture KB does not hold every demo question's answer, so "kb" is not checked here)
+    tools_and_greetings = ("greeting", "arithmetic", "time", "currency")
+    assert {kind: report[f"ask_{kind}_right"] for kind in tools_and_greetings} == dict.fromkeys(tools_and_greetings, "3/3")
+
+
+def test_its_checks_refuse_a_wrong_clock_or_amount():
+    def result(answer: str, tool: str) -> ChatResult:
+        return SimpleNamespace(answer=answer, tools=(tool,))  # type: ignore[return-value]
+
+    tokyo = datetime.now(ZoneInfo("Asia/Tokyo"))
+    assert _right_time("现在东京几点", result(f"Asia/Tokyo: {tokyo:%Y-%m-%d %H:%M:%S}", "datetime"))
+    assert not _right_time("现在东京几点", result(f"Asia/Tokyo: {tokyo - timedelta(hours=1):%Y-%m-%d %H:%M:%S}", "datetime"))
+    assert not _right_time("现在东京几点", result(f"UTC: {tokyo:%Y-%m-%d %H:%M:%S}", "datetime"))
+    assert _right_conversion("100 美元等于多少人民币", result("100 USD = 729.93 CNY (…)", "currency"))
+    assert not _right_conversion("100 美元等于多少人民币", result("100 USD = 700.00 CNY (…)", "currency"))
+    assert not _right_conversion("100 美元等于多少人民币", result("100 USD = 729.93 CNY (…)", "calculator"))
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,18 @@ def test_it_maps_tool_keywords_to_the_tools_the_channel_offers(message, tools):
     assert all(i.name == "TOOL" and i.confidence == 0.85 for i in result.intents)
 
 
+@pytest.mark.parametrize(
+    ("message", "tools"),
+    [("100 美元等于多少人民币", ("currency",)), ("帮我计算一下100美元是多少欧元", ("currency",)),
+     ("查询北京天气", ("weather",)), ("100 * 3 美元等于多少人民币", ("calculator", "currency")),
+     ("等于多少", ("calculator",)), ("查询一下", ("knowledge_lookup",))],
+)  # fmt: skip
+def test_generic_words_yield_to_the_specific_tool_a_message_names(message, tools):
+    offered = TOOLS | {"knowledge_lookup"}
+
+    assert rule_intents(message, tools=offered).tools == tools
+
+
 def test_it_ignores_keywords_of_tools_the_channel_does_not_offer():
     result = rule_intents("北京今天天气怎么样", tools=frozenset())
 

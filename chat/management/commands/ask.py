@@ -58,7 +58,8 @@ class Command(BaseCommand):
             self.stdout.write("\nCitations:")
             for citation in result.citations:
                 mark = "" if citation["verified"] else "  (quote not found in the source)"
-                self.stdout.write(f"  [{citation['n']}] {citation['doc']} #{citation['chunk_id']}: {citation['quote']}{mark}")
+                chunk = f" #{citation['chunk_id']}" if citation["chunk_id"] is not None else ""  # tools have none
+                self.stdout.write(f"  [{citation['n']}] {citation['doc']}{chunk}: {citation['quote']}{mark}")
         shortcut = f" · shortcut {result.shortcut}" if result.shortcut else ""
         self.stdout.write(f"\nIntent {result.intent or '-'} · route {result.route or '-'}{shortcut} · trace {result.trace_id}")
         for stage in result.stages:
