@@ -89,7 +89,11 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
         "weather": r"天气|气温|\bweather\b|\btemperature\b|\bforecast\b",
         "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
         "ticket": r"工单|\btickets?\b|\bTKT-\d+",
-        "calculator": r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[-+*/×÷^%]\s*\d+",
+        "calculator": (
+            r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[-+*/×÷^%]\s*\d+|\d\s*%\s*of\s*\d|"
+            r"\d\s*的\s*\d+(?:\.\d+)?\s*(?:%|次方)|\d\s*(?:加上?|减去?|乘以?|除以)\s*\d|"
+            r"\d\s*(?:times|plus|minus|divided by|multiplied by|to the power of)\s*\d"
+        ),
         "datetime": (
             r"几点|什么时间|今天日期|今天几号|what time|what'?s the (?:current |local )?time\b|current time|"
             r"local time|today'?s date|what day is"

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from chat.pipeline.intent import rule_intents
 from chat.tools.calculator import CalculatorError, evaluate, extract, handle
 
 
@@ -77,8 +78,21 @@ def test_it_extracts_the_expression_from_a_question(message, expression):
 
 
 @pytest.mark.parametrize(
+    ("message", "value"),
+    [("What's 15% of 200?", "30"), ("200的15%是多少", "30"), ("2的10次方是多少", "1024"), ("3 乘以 4 加 5", "17"),
+     ("100 除以 8", "12.5"), ("7 times 6 minus 2", "40"), ("2 to the power of 8", "256"), ("17 % 5", "2")],
+)  # fmt: skip
+def test_it_reads_arithmetic_said_in_words(message, value):
+    parameters = extract(message)
+
+    assert parameters is not None and handle(parameters).endswith(f" = {value}")
+    assert "calculator" in rule_intents(message, tools=frozenset({"calculator"})).tools
+
+
+@pytest.mark.parametrize(
     "message",
-    ["按照 GB 50204-2015 执行混凝土结构验收", "How does hybrid search fuse the rankings?", "use 3 - 4 people"],
+    ["按照 GB 50204-2015 执行混凝土结构验收", "How does hybrid search fuse the rankings?", "use 3 - 4 people",
+     "加权融合的权重是多少", "the 2 plus sizes"],
 )
 def test_it_leaves_messages_that_are_not_a_calculation(message):
     assert extract(message) is None

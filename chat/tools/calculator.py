@@ -173,9 +173,26 @@ _EXPRESSION = re.compile(r"^[\d\s.+\-*/%()a-z_,]+$", re.IGNORECASE)
 _OPERATION = re.compile(r"\d\s*(?:\*\*|[-+*/%])\s*[\d(a-z]|\b(?:" + "|".join(FUNCTIONS) + r")\s*\(", re.IGNORECASE)
 
 
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# Arithmetic said in words ("15% of 200", "2的10次方", "3 乘以 4"), written as operators.
+SPOKEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), replacement)
+    for pattern, replacement in (
+        (rf"{_NUMBER}\s*%\s*of\s*{_NUMBER}", r"(\1/100*\2)"),
+        (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*%", r"(\2/100*\1)"),
+        (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*次方", r"\1**\2"),
+        (r"\bto the power of\b", "**"), (r"\b(?:times|multiplied by)\b|乘以|乘", "*"),
+        (r"\bdivided by\b|除以", "/"), (r"\bplus\b|加上|加", "+"), (r"\bminus\b|减去|减", "-"),
+    )
+)
+
+
 def extract(message: str) -> dict[str, Any] | None:
     """`{"expression": ...}` when the message, less question words, is one calculation."""
-    text = _KEYWORDS.sub(" ", normalise(message))
+    text = normalise(message)
+    for pattern, replacement in SPOKEN:
+        text = pattern.sub(replacement, text)
+    text = _KEYWORDS.sub(" ", text)
     text = re.sub(r"[?？!！。:：\s]+$", "", text).strip().rstrip(".")
     if not text or not _EXPRESSION.match(text) or not _OPERATION.search(text):
         return None
