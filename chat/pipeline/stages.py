@@ -47,9 +47,16 @@ class Ambiguity:
 def find_ambiguity(
     intent: IntentResult, *, min_confidence: float, min_gap: float, floor: float = 0.0
 ) -> Ambiguity | None:
-    """Shortcut A's test: a weak top intent, or a rival (at least `floor`) too close to it."""
+    """Shortcut A's test: a weak top intent, or a rival (at least `floor`) too close to it.
+
+    Tools the rules found each by its own keyword ("weather in Paris and the USD rate")
+    are not rivals: the message asks for all of them, and the tool channel runs them together.
+    """
     top = intent.top
-    rivals = tuple(i for i in intent.intents[1:] if i.confidence >= floor)
+    requested_together = intent.method == "rules" and top.name == "TOOL"
+    rivals = tuple(
+        i for i in intent.intents[1:] if i.confidence >= floor and not (requested_together and i.name == "TOOL")
+    )
     candidates = (top, *rivals[:1])
     if top.confidence < min_confidence:
         return Ambiguity(f"top confidence {top.confidence:.2f} < {min_confidence:.2f}", candidates)

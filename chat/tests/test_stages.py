@@ -39,6 +39,14 @@ def test_it_finds_ambiguity_by_confidence_and_top_2_gap(result, reason):
     assert (found.reason if found else None) == reason
 
 
+def test_tools_the_rules_found_together_are_not_rivals_but_an_llms_close_tools_are():
+    both = (("TOOL", 0.85, "weather"), ("TOOL", 0.85, "currency"))
+    by_llm = IntentResult(intents(*both).intents, "llm")
+
+    assert find_ambiguity(intents(*both), min_confidence=0.7, min_gap=0.15, floor=0.5) is None
+    assert find_ambiguity(by_llm, min_confidence=0.7, min_gap=0.15, floor=0.5).reason == "top-2 gap 0.00 < 0.15"
+
+
 def test_it_ignores_rivals_below_the_minimum_confidence_score():
     close = intents(("KB", 0.75, ""), ("TOOL", 0.65, "weather"))
 
