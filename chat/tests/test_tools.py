@@ -60,6 +60,13 @@ def test_it_tells_the_time_of_each_zone_from_the_clock_it_is_given():
     assert "UTC: 2025-01-02 12:00:00" in handle({"zones": []})
 
 
+def test_a_question_naming_no_zone_gets_the_deployments_time_zone(settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    clock = next(tool for tool in builtin_tools() if tool.name == "datetime")
+
+    assert "当前时间 Asia/Shanghai:" in clock.handler({"zones": []})
+
+
 @pytest.mark.parametrize(
     ("message", "parameters"),
     [("100 USD to CNY", {"amount": "100", "from": "USD", "to": "CNY"}),

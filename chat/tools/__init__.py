@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from chat.pipeline.tools import Tool, ToolRegistry
 
 from . import calculator, currency, demo, knowledge_lookup, system_metrics, world_clock
@@ -14,7 +16,7 @@ def builtin_tools() -> tuple[Tool, ...]:
     return (
         Tool("calculator", "Evaluate an arithmetic expression safely.", calculator.handle, calculator.extract,
              calculator.PARAMETERS),
-        Tool("datetime", "The current date and time in the named time zones.", world_clock.make_handler(),
+        Tool("datetime", "The current date and time in the named time zones.", world_clock.make_handler(default_zone=settings.TIME_ZONE),
              world_clock.extract, world_clock.PARAMETERS),
         Tool("currency", "Convert an amount between currencies with the stored rate table.", currency.handle,
              currency.extract, currency.PARAMETERS),
