@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -64,7 +67,10 @@ class Command(BaseCommand):
             kb = KnowledgeBase.objects.filter(slug=options["kb"]).select_related("owner").first()
             if kb is None:
                 raise CommandError(f"no knowledge base '{options['kb']}'")
-            report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
+            # Hundreds of requests each log two INFO lines; -v 2 keeps them.
+            quiet = nullcontext() if options["verbosity"] >= 2 else _logs_at_most(logging.WARNING)
+            with quiet:
+                report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
             self._print(report, as_json=options["json"])
             return
         if options["target"] == "retrieval":
@@ -103,3 +109,14 @@ class Command(BaseCommand):
             raise CommandError(f"knowledge base '{slug}' has documents: pass --reset to delete them first")
         kb.documents.all().delete()
         return kb
+
+
+
+@contextmanager
+def _logs_at_most(level: int) -> Iterator[None]:
+    """Drop log records below `level` while the block runs."""
+    logging.disable(level - 1)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
