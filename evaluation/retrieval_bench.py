@@ -21,7 +21,7 @@ from knowledge.candidates import Candidate
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from knowledge.postprocess import PostContext, default_pipeline, run_postprocessing
 from knowledge.retrieval import RetrievalParams, retrieve
-from knowledge.search import get_backend
+from knowledge.search import get_backend, refresh_planner_statistics
 
 VOCABULARY = 30_000
 TOKENS_PER_CHILD = 120
@@ -50,6 +50,8 @@ def generate_corpus(kb: KnowledgeBase, corpus: SyntheticCorpus, embedder_name: s
             _write_document(kb, rng, start // CHILDREN_PER_DOCUMENT, count, corpus.dims, embedder_name)
         KnowledgeBase.objects.filter(pk=kb.pk).update(embedder=embedder_name)
         kb.bump_content_version()
+    # As after any bulk load: otherwise PostgreSQL plans the first minute's queries blind.
+    refresh_planner_statistics()
 
 
 def _write_document(kb, rng, number: int, children: int, dims: int, embedder_name: str) -> None:
