@@ -24,7 +24,7 @@ from agentic_rag.vectors import parse_vector
 
 from .bm25 import BM25Index
 from .models import KnowledgeBase
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, chunk_info, live_entries, most_tagged
+from .search import CHUNK_FIELDS, ChunkInfo, Hit, best_of, chunk_info, live_entries, most_tagged
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,6 +221,9 @@ class MemoryBackend:
             return []
         hits = index.bm25.search(tokens, top_k, allowed=index.mask(only))
         return [(int(index.ids[row]), score) for row, score in hits]
+
+    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int, only=None) -> list[Hit]:
+        return best_of([self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants], top_k)
 
     def vector(self, kb, query: np.ndarray, *, level: int, top_k: int, only=None) -> list[Hit]:
         index = self.snapshot(kb).levels.get(level)

@@ -28,7 +28,7 @@ from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
 from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
-from .search import Hit, SearchBackend, get_backend, pinned
+from .search import Hit, SearchBackend, best_of, get_backend, pinned
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath")
@@ -111,10 +111,10 @@ class SearchContext:
     vectors: tuple[np.ndarray, ...]  # embedding of each query
 
     def keyword_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
-        return _merge([self.backend.keyword(self.kb, t, level=level, top_k=top_k, only=only) for t in self.tokens], top_k)
+        return self.backend.keyword_variants(self.kb, self.tokens, level=level, top_k=top_k, only=only)
 
     def vector_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
-        return _merge([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)
+        return best_of([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)
 
     def candidates(self, hits: Sequence[Hit], source: str) -> list[Candidate]:
         infos = self.backend.chunks(self.kb, [chunk_id for chunk_id, _ in hits])
@@ -127,17 +127,6 @@ class SearchContext:
             cosines = self.backend.cosines(self.kb, self.vectors[0], [c.chunk_id for c in missing])
             for candidate, cosine in zip(missing, cosines, strict=True):
                 candidate.scores["vector"] = float(cosine)
-
-
-def _merge(hit_lists: Sequence[Sequence[Hit]], top_k: int) -> list[Hit]:
-    """Merge the hits of the query variants, keeping each chunk's best score."""
-    if len(hit_lists) == 1:
-        return list(hit_lists[0])
-    best: dict[int, float] = {}
-    for hits in hit_lists:
-        for chunk_id, score in hits:
-            best[chunk_id] = max(score, best.get(chunk_id, score))
-    return sorted(best.items(), key=lambda hit: -hit[1])[:top_k]
 
 
 def retrieve(

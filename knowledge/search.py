@@ -69,6 +69,13 @@ class SearchBackend(Protocol):
         only: Collection[int] | None = None,
     ) -> list[Hit]: ...
 
+    def keyword_variants(
+        self, kb: KnowledgeBase, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
+        only: Collection[int] | None = None,
+    ) -> list[Hit]:
+        """The keyword leg over a query's variants: each chunk's best score, best first."""
+        ...
+
     def vector(
         self, kb: KnowledgeBase, query: np.ndarray, *, level: int, top_k: int,
         only: Collection[int] | None = None,
@@ -153,6 +160,17 @@ def chunk_info(row: Sequence) -> ChunkInfo:
         chunk_id, doc_id, doc_name, text, level, parent_id, index, section_index, section_title,
         chapter_1, chapter_2, tuple(tags or ()), str((metadata or {}).get("scope", "")), tokens or "",
     )
+
+
+def best_of(hit_lists: Sequence[Sequence[Hit]], top_k: int) -> list[Hit]:
+    """Merge hit lists (a query's variants), keeping each chunk's best score."""
+    if len(hit_lists) == 1:
+        return list(hit_lists[0])[:top_k]
+    best: dict[int, float] = {}
+    for hits in hit_lists:
+        for chunk_id, score in hits:
+            best[chunk_id] = max(score, best.get(chunk_id, score))
+    return sorted(best.items(), key=lambda hit: -hit[1])[:top_k]
 
 
 def refresh_planner_statistics() -> None:
