@@ -139,4 +139,5 @@ class PlaygroundForm(forms.Form):
             fusion=dataclasses.replace(self.defaults.fusion, mode=data["fusion"]),
             rerank=data["rerank"] == "on",
             max_query_chars=getattr(settings, "RETRIEVAL_MAX_QUERY_CHARS", 1000),
+            unfused_paths=True,
         )

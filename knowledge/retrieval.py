@@ -59,6 +59,9 @@ class RetrievalParams:
     max_query_chars: int = 1000
     scope: str | None = None
     chapter: tuple[str, str] | None = None  # (chapter_level_1, chapter_level_2) for multipath
+    # Multipath also runs the paths at weight 0, which fusion leaves out, to show them (the
+    # playground); otherwise they are skipped, since on PostgreSQL they cost most of recall.
+    unfused_paths: bool = False
 
     @property
     def reranks(self) -> bool:

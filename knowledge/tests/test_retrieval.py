@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from django.test import TestCase
 
@@ -68,6 +70,19 @@ def test_it_searches_chinese_and_records_multipath_paths(kb):
     assert {"parent_hybrid", "child_locator", "tag_match"} <= set(result.legs)
     assert all(c.level == 0 for c in result.candidates)
 
+
+
+def test_multipath_runs_a_path_at_weight_0_only_to_show_it(kb):
+    ingest(kb)
+    lexical = RetrievalParams(mode="multipath", paths=LEXICAL_PATHS)
+
+    fused_only = retrieve("架桥机进场要求", kb, lexical)
+    shown = retrieve("架桥机进场要求", kb, dataclasses.replace(lexical, unfused_paths=True))
+
+    assert set(fused_only.legs) == {"parent_hybrid"}
+    assert {"parent_hybrid", "child_locator", "tag_match"} <= set(shown.legs)
+    # Left out of fusion either way: the same answer.
+    assert [c.chunk_id for c in fused_only.candidates] == [c.chunk_id for c in shown.candidates]
 
 def test_multipaths_parent_hybrid_fuses_as_the_kbs_settings_say(kb):
     ingest(kb)
