@@ -222,8 +222,10 @@ class MemoryBackend:
         hits = index.bm25.search(tokens, top_k, allowed=index.mask(only))
         return [(int(index.ids[row]), score) for row, score in hits]
 
-    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int, only=None) -> list[Hit]:
-        return best_of([self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants], top_k)
+    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
+                         only=None) -> list[Hit]:
+        hit_lists = [self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants]
+        return best_of(hit_lists, top_k)
 
     def vector(self, kb, query: np.ndarray, *, level: int, top_k: int, only=None) -> list[Hit]:
         index = self.snapshot(kb).levels.get(level)

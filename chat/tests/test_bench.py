@@ -34,7 +34,6 @@ def test_it_measures_the_chat_pipeline_and_cleans_up(docs_kb):
     assert {kind: report[f"ask_{kind}_right"] for kind in tools_and_greetings} == dict.fromkeys(tools_and_greetings, "3/3")
 
 
-
 @pytest.mark.parametrize(("verbosity", "logged"), [(1, False), (2, True)])
 def test_it_keeps_each_requests_log_lines_out_of_its_report_unless_asked(docs_kb, caplog, verbosity, logged):
     caplog.set_level(logging.INFO)
@@ -44,6 +43,7 @@ def test_it_keeps_each_requests_log_lines_out_of_its_report_unless_asked(docs_kb
 
     assert any("chat request" in record.getMessage() for record in caplog.records) is logged
     assert logging.root.manager.disable == logging.NOTSET
+
 
 def test_its_checks_refuse_a_wrong_clock_or_amount():
     def result(answer: str, tool: str) -> ChatResult:

@@ -16,8 +16,9 @@ def builtin_tools() -> tuple[Tool, ...]:
     return (
         Tool("calculator", "Evaluate an arithmetic expression safely.", calculator.handle, calculator.extract,
              calculator.PARAMETERS),
-        Tool("datetime", "The current date and time in the named time zones.", world_clock.make_handler(default_zone=settings.TIME_ZONE),
-             world_clock.extract, world_clock.PARAMETERS),
+        Tool("datetime", "The current date and time in the named time zones.",
+             world_clock.make_handler(default_zone=settings.TIME_ZONE), world_clock.extract,
+             world_clock.PARAMETERS),
         Tool("currency", "Convert an amount between currencies with the stored rate table.", currency.handle,
              currency.extract, currency.PARAMETERS),
         Tool("system_metrics", "This deployment's request rate, latency, CPU, memory and queue depth.",

@@ -71,7 +71,6 @@ def test_it_searches_chinese_and_records_multipath_paths(kb):
     assert all(c.level == 0 for c in result.candidates)
 
 
-
 def test_multipath_runs_a_path_at_weight_0_only_to_show_it(kb):
     ingest(kb)
     lexical = RetrievalParams(mode="multipath", paths=LEXICAL_PATHS)
@@ -83,6 +82,7 @@ def test_multipath_runs_a_path_at_weight_0_only_to_show_it(kb):
     assert {"parent_hybrid", "child_locator", "tag_match"} <= set(shown.legs)
     # Left out of fusion either way: the same answer.
     assert [c.chunk_id for c in fused_only.candidates] == [c.chunk_id for c in shown.candidates]
+
 
 def test_multipaths_parent_hybrid_fuses_as_the_kbs_settings_say(kb):
     ingest(kb)

@@ -148,7 +148,6 @@ def test_it_finds_the_only_document_of_a_new_kb_by_keyword(kb, backend):
         assert hits[0][1] > 0
 
 
-
 @pytest.mark.parametrize("only_zh", [False, True])
 def test_it_ranks_a_querys_variants_by_each_chunks_best_score(kb, docs, backend, only_zh):
     variants = [analyze("curing time of concrete"), analyze("养护 时间 混凝土"), analyze("curing 养护 !!")]
@@ -157,15 +156,13 @@ def test_it_ranks_a_querys_variants_by_each_chunks_best_score(kb, docs, backend,
 
     together = backend.keyword_variants(kb, variants, level=Chunk.CHILD, top_k=4, only=only)
 
-    best: dict[int, float] = {}
-    for chunk_id, score in (hit for hits in apart for hit in hits):
-        best[chunk_id] = max(score, best.get(chunk_id, score))
-    expected = sorted(best.items(), key=lambda hit: -hit[1])[:4]
+    expected = search.best_of(apart, 4)
     assert ids(together) == ids(expected) and together
     assert np.allclose([s for _, s in together], [s for _, s in expected])
     # Each language's best chunk is found, not only the first variant's.
     assert {hits[0][0] for hits in apart if hits} <= set(ids(together))
     assert backend.keyword_variants(kb, [["!!"], []], level=Chunk.CHILD, top_k=4) == []
+
 
 def test_it_searches_parents_and_children_apart(kb, docs, backend):
     parent_hits = backend.keyword(kb, analyze("zeolite"), level=Chunk.PARENT, top_k=5)
@@ -514,8 +511,8 @@ def test_it_can_use_the_hnsw_and_gin_indexes(kb, docs):
     # With the settings the backend scans HNSW with, only a matching index avoids a sort.
     vector_plan = _plan(pg_search.vector_sql(1024, is_ann=True), common, as_ann=True)
     exact_plan = _plan(pg_search.vector_sql(1024, is_ann=False, restricted=True), common, as_ann=True)
-    keyword = {"variants": [0, 0], "terms": ["zeolit", "concret"], "counts": [1, 1], "distinct_terms": ["concret", "zeolit"],
-               "n": 10, "avgdl": 100.0, "k1": 1.5, "b": 0.75}
+    keyword = {"variants": [0, 0], "terms": ["zeolit", "concret"], "counts": [1, 1],
+               "distinct_terms": ["concret", "zeolit"], "n": 10, "avgdl": 100.0, "k1": 1.5, "b": 0.75}
     # On a few rows the KB's btree beats any GIN lookup; without it the GIN index must serve.
     keyword_plan = _plan(pg_search.keyword_sql(restricted=False), {**common, **keyword}, without=_kb_indexes())
 

@@ -111,7 +111,6 @@ class Command(BaseCommand):
         return kb
 
 
-
 @contextmanager
 def _logs_at_most(level: int) -> Iterator[None]:
     """Drop log records below `level` while the block runs."""
