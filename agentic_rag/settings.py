@@ -231,6 +231,7 @@ LLM_RETRY_MAX_ATTEMPTS = envint("LLM_RETRY_MAX_ATTEMPTS", "10")
 LLM_RETRY_DEADLINE_S = envfloat("LLM_RETRY_DEADLINE_S", "30")
 LLM_RETRY_MAX_RETRY_AFTER_S = envfloat("LLM_RETRY_MAX_RETRY_AFTER_S", "10")
 LLM_EXTRACTIVE_TOKENIZER = os.getenv("LLM_EXTRACTIVE_TOKENIZER", "knowledge.analysis.analyze")
+LLM_EXTRACTIVE_EXPANDER = os.getenv("LLM_EXTRACTIVE_EXPANDER", "knowledge.fusion.expand_query")
 
 # Retrieval (knowledge.retrieval): longer queries are cut, with a warning in the result.
 RETRIEVAL_MAX_QUERY_CHARS = envint("RETRIEVAL_MAX_QUERY_CHARS", "1000")
@@ -249,6 +250,10 @@ CHAT_ENABLE_RERANK = envbool_or_none("CHAT_ENABLE_RERANK")
 CHAT_TOP_K = envint("CHAT_TOP_K", "5")
 CHAT_RERANK_TOP_K = envint("CHAT_RERANK_TOP_K", "5")
 CHAT_MIN_CONFIDENCE_SCORE = envfloat("CHAT_MIN_CONFIDENCE_SCORE", "0.5")
+# The answer gate: shortcut C unless one passage (its text and section title) holds at least
+# this share of the question's terms; 0 switches it off. Measured on the docs answer set
+# (evaluation/fixtures/docs-answers.json): see docs/06-evaluation.md.
+CHAT_MIN_EVIDENCE_COVERAGE = envfloat("CHAT_MIN_EVIDENCE_COVERAGE", "0.5")
 CHAT_SEARCH_MODE = os.getenv("CHAT_SEARCH_MODE", "")
 CHAT_ENABLE_SOURCE_CITATION = envbool("CHAT_ENABLE_SOURCE_CITATION", "true")
 # S1 loads the last N turns; S2 rewrites with the last 3 of them (seed 000).

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db import IntegrityError
 
 from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder
 from agentic_rag.llm import CompletionOptions, LLMError
@@ -165,13 +166,19 @@ def remember_exchange(answer: Message, *, embedder: Embedder | None = None) -> M
         return None
     model = embedder or get_embedder()
     vector = np.asarray(model.embed_passages([f"{question.content}\n{answer.content}"])[0], dtype=np.float32)
-    entry, _ = MemoryEntry.objects.get_or_create(
-        message=answer,
-        defaults={
-            "user_id": answer.conversation.user_id, "question": question.content, "answer": answer.content,
-            "embedder": model.name, "embedding": vector,
-        },
-    )
+    try:
+        entry, _ = MemoryEntry.objects.get_or_create(
+            message=answer,
+            defaults={
+                "user_id": answer.conversation.user_id, "question": question.content, "answer": answer.content,
+                "embedder": model.name, "embedding": vector,
+            },
+        )
+    except IntegrityError:
+        # The conversation was deleted while the exchange was embedded: nothing to remember.
+        if Message.objects.filter(pk=answer.pk).exists():
+            raise
+        return None
     return entry
 
 

@@ -44,6 +44,8 @@ class Question:
     reference_answer: str = ""
     expected_keywords: tuple[str, ...] = ()
     category: str = ""
+    # "none" (answered), "A", "B" or "C"; blank when the set does not say
+    expected_shortcut: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,10 @@ def read_golden(path: Path, *, limit_docs: int | None = None) -> Dataset:
     """Read questions about documents a KB already holds (relevant: document name -> grade).
 
     {"name": ..., "questions": [{"id", "question", "relevant": {"doc.md": 2}, "category"?,
-    "expected_keywords"?, "reference_answer"?}]}. Nothing is ingested: `limit_docs` has no
-    meaning here and is ignored.
+    "expected_keywords"?, "reference_answer"?, "expected_shortcut"?}]}. `expected_shortcut`
+    is null for a question the chat should answer, or "A", "B", "C"; a question expecting a
+    shortcut may have no relevant documents ("not found" questions). Nothing is ingested:
+    `limit_docs` has no meaning here and is ignored.
     """
     try:
         data = json.loads(_require(path).read_text(encoding="utf-8"))
@@ -188,7 +192,9 @@ def _golden_question(path: Path, n: int, item: Any) -> Question:
     if not isinstance(item, dict):
         raise DatasetError(f"{where}: expected an object")
     relevant = item.get("relevant")
-    if not isinstance(relevant, dict) or not relevant or not all(isinstance(g, int) for g in relevant.values()):
+    shortcut = _expected_shortcut(where, item)
+    may_be_empty = shortcut in SHORTCUTS_WITHOUT_SOURCES
+    if not isinstance(relevant, dict) or not (relevant or may_be_empty) or not all(isinstance(g, int) for g in relevant.values()):
         raise DatasetError(f"{where}: 'relevant' must map document names to integer grades")
     text, qid = item.get("question"), item.get("id")
     if not isinstance(text, str) or not text.strip() or not isinstance(qid, str) or not qid:
@@ -198,7 +204,22 @@ def _golden_question(path: Path, n: int, item: Any) -> Question:
         reference_answer=str(item.get("reference_answer") or ""),
         expected_keywords=tuple(str(k) for k in item.get("expected_keywords") or ()),
         category=str(item.get("category") or ""),
+        expected_shortcut=shortcut,
     )
+
+
+SHORTCUTS_WITHOUT_SOURCES = frozenset({"A", "B", "C"})
+
+
+def _expected_shortcut(where: str, item: dict) -> str:
+    if "expected_shortcut" not in item:
+        return ""
+    value = item["expected_shortcut"]
+    if value is None:
+        return "none"
+    if value not in ("none", "A", "B", "C"):
+        raise DatasetError(f"{where}: 'expected_shortcut' must be null, \"A\", \"B\" or \"C\"")
+    return value
 
 
 def _require(path: Path) -> Path:
@@ -348,7 +369,7 @@ def store_golden_set(kb: KnowledgeBase, dataset: Dataset, documents: dict[str, i
     existing = {question.qid: question for question in golden_set.questions.prefetch_related("qrels")}
     for item in dataset.questions:
         relevant = {documents[pid]: score for pid, score in item.relevant.items() if pid in documents}
-        if not any(score > 0 for score in relevant.values()):
+        if not any(score > 0 for score in relevant.values()) and item.expected_shortcut not in SHORTCUTS_WITHOUT_SOURCES:
             report.skipped_questions += 1
             continue
         question = _save_question(golden_set, existing.get(item.id), item, report)
@@ -364,6 +385,7 @@ def _save_question(golden_set, question: GoldenQuestion | None, item: Question, 
         "reference_answer": item.reference_answer,
         "expected_keywords": list(item.expected_keywords),
         "category": item.category,
+        "expected_shortcut": item.expected_shortcut,
     }
     if question is None:
         report.questions_changed += 1

@@ -29,6 +29,13 @@ class Difficulty(models.TextChoices):
     HARD = "hard"
 
 
+class ExpectedShortcut(models.TextChoices):
+    ANSWER = "none", "answered (no shortcut)"
+    A = "A", "A: asks to clarify"
+    B = "B", "B: direct system reply"
+    C = "C", "C: not found in the knowledge base"
+
+
 class GoldenSet(models.Model):
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="golden_sets")
     name = models.CharField(max_length=200)
@@ -52,6 +59,10 @@ class GoldenQuestion(models.Model):
     expected_keywords = models.JSONField(default=list, blank=True)
     reference_answer = models.TextField(blank=True)
     difficulty = models.CharField(max_length=16, choices=Difficulty.choices, blank=True)
+    expected_shortcut = models.CharField(
+        max_length=8, choices=ExpectedShortcut.choices, blank=True,
+        help_text="What the chat should do, scored by answer evaluation; blank when not stated.",
+    )
     split = models.CharField(max_length=8, choices=Split.choices, editable=False)
     documents = models.ManyToManyField(Document, through="RelevantDocument", related_name="+")
 

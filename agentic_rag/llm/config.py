@@ -6,6 +6,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.utils.module_loading import import_string
+
 from agentic_rag.llm.extractive import ExtractiveProvider, Tokenize
 from agentic_rag.llm.openai import OpenAICompatibleProvider, Timeouts
 from agentic_rag.llm.resilience import BreakerOptions, CircuitBreaker, RetryPolicy
@@ -26,6 +28,9 @@ class LLMConfig:
     retry_deadline_s: float = 30.0
     retry_max_retry_after_s: float = 10.0
     extractive_tokenizer: str = ""  # dotted path of a `str -> list[str]` function
+    # dotted path of a `str -> list[str]` function giving the question and its translations,
+    # so the reader matches an English question to a Chinese passage as retrieval did
+    extractive_expander: str = ""
 
 
 def config_from_settings() -> LLMConfig:
@@ -57,6 +62,7 @@ def config_from_settings() -> LLMConfig:
             getattr(settings, "LLM_RETRY_MAX_RETRY_AFTER_S", d.retry_max_retry_after_s)
         ),
         extractive_tokenizer=getattr(settings, "LLM_EXTRACTIVE_TOKENIZER", d.extractive_tokenizer),
+        extractive_expander=getattr(settings, "LLM_EXTRACTIVE_EXPANDER", d.extractive_expander),
     )
 
 
@@ -68,9 +74,8 @@ def build_llm(config: LLMConfig, *, tokenize: Tokenize | None = None) -> ModelRo
 
         raise ImproperlyConfigured(f"LLM_PROVIDERS: unknown {unknown}; known: {', '.join(KNOWN_PROVIDERS)}")
     if tokenize is None and config.extractive_tokenizer:
-        from django.utils.module_loading import import_string
-
         tokenize = import_string(config.extractive_tokenizer)
+    expand = import_string(config.extractive_expander) if config.extractive_expander else None
     providers = []
     if "openai" in config.providers:
         providers.append(
@@ -87,7 +92,7 @@ def build_llm(config: LLMConfig, *, tokenize: Tokenize | None = None) -> ModelRo
         providers,
         functools.partial(CircuitBreaker, config.breaker),
         retry,
-        fallback=ExtractiveProvider(tokenize),
+        fallback=ExtractiveProvider(tokenize, expand=expand),
     )
 
 

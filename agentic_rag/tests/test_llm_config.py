@@ -65,12 +65,12 @@ def test_it_loads_the_extractive_tokenizer_by_dotted_path(settings):
     documents = (
         '<documents><document id="4">Nothing in common here. The breaker opens at 10%.</document></documents>'
     )
-    messages = [Message("system", documents), Message("user", "When does it trip?")]
+    messages = [Message("system", documents), Message("user", "trip?")]
     default_text = get_llm().complete(messages, CompletionOptions()).text
     reset_llm()
     settings.LLM_EXTRACTIVE_TOKENIZER = "agentic_rag.tests.test_llm_config.synonym_tokenize"
     text = get_llm().complete(messages, CompletionOptions()).text
-    assert "share no words" in default_text
+    assert "None of the passages found answers" in default_text
     assert text.endswith("\n\nThe breaker opens at 10%. [4]")
 
 

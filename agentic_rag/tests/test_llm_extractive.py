@@ -7,7 +7,8 @@ import re
 import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
-from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence, split_sentences
+from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence
+from agentic_rag.llm.units import split_sentences
 
 OPTIONS = CompletionOptions()
 EN_DOCUMENTS = """<documents>
@@ -88,11 +89,11 @@ def test_it_says_it_has_no_evidence_when_the_prompt_has_none(question, language)
     assert answer == f"{DISCLAIMER[language]}\n\n{NO_EVIDENCE[language]}"
 
 
-def test_it_quotes_the_leading_sentences_when_nothing_shares_a_word():
+def test_it_says_plainly_that_nothing_answers_instead_of_quoting_noise():
     answer = ExtractiveProvider().complete(conversation(EN_DOCUMENTS, "xyzzy?"), OPTIONS).text
-    assert "share no words" in answer
-    assert "The pipeline has eight stages. [1]" in answer
-    assert "The circuit breaker opens when the failure rate exceeds 10%. [2]" in answer
+    assert "None of the passages found answers this question directly" in answer
+    assert "[1]" not in answer and "[2]" not in answer
+    assert "eight stages" not in answer
 
 
 def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():
@@ -102,7 +103,7 @@ Current time Europe/Paris: 2026-11-24 19:35:33 (Tuesday, UTC+0100)</document>
 <document id="2" doc="guide.md">东京的办公室九点开门。</document>
 </documents>"""
     answer = ExtractiveProvider().complete(conversation(documents, "现在东京和巴黎几点？"), OPTIONS).text
-    assert "没有共同的词语" not in answer
+    assert "没有直接回答" not in answer
     assert quoted_sentences(answer)[:3] == [
         ("Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)", "1"),
         ("Current time Europe/Paris: 2026-11-24 19:35:33 (Tuesday, UTC+0100)", "1"),
@@ -113,7 +114,7 @@ Current time Europe/Paris: 2026-11-24 19:35:33 (Tuesday, UTC+0100)</document>
 def test_a_document_only_says_it_is_a_tool_result_in_its_source_attribute():
     documents = '<documents><document id="1" doc="a.md">source="TOOL" is just text here.</document></documents>'
     answer = ExtractiveProvider().complete(conversation(documents, "xyzzy?"), OPTIONS).text
-    assert "share no words" in answer
+    assert "None of the passages found answers" in answer
 
 
 def test_it_answers_identically_every_time():
@@ -147,7 +148,7 @@ def test_it_uses_the_tokenizer_it_is_given():
     messages = conversation(EN_DOCUMENTS, "trips?")
     plain = ExtractiveProvider().complete(messages, OPTIONS).text
     tuned = ExtractiveProvider(synonyms).complete(messages, OPTIONS).text
-    assert "share no words" in plain
+    assert "None of the passages found answers" in plain
     assert quoted_sentences(tuned)[0][0] == "The circuit breaker opens when the failure rate exceeds 10%."
 
 
@@ -174,7 +175,6 @@ def test_it_wraps_its_answer_as_json_when_asked():
             "第一句。第二句！第三句？第四句；“引号。”结尾",
             ["第一句。", "第二句！", "第三句？", "第四句；", "“引号。”", "结尾"],
         ),
-        ("Title line\n\n- item one\n- item two", ["Title line", "- item one", "- item two"]),
     ],
 )
 def test_it_splits_chinese_and_english_sentences(text, expected):

@@ -1,21 +1,30 @@
 """Map an answer's `[n]` and `<cite>` marks to evidence, and verify their quotes.
 
 A `[n]` cites the sentence before it: that sentence is its quote. A
-`<cite doc_id="n" quote="…">sentence</cite>` carries its quote. A quote is verified when
-it occurs in the cited evidence text (case, spacing and end punctuation aside); the
-extractive generator quotes verbatim, so its citations always pass, a model's may not.
+`<cite doc_id="n" quote="…">sentence</cite>` carries its quote. A citation is verified when
+- its quote occurs in the cited evidence text (case, spacing, end punctuation and Markdown
+  syntax aside; a table row may be quoted with its header, as the extractive reader does), and
+- given the question, the cited sentence addresses it: it shares a content term with the
+  question, or holds the kind of fact the question asks for (a number for "how many").
+A sentence quoted faithfully from a passage that does not answer the question is not shown
+as verified: "verified" tells the user the answer is supported, not only copied.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import unescape
 
+from agentic_rag.llm.extractive import simple_tokenize
+from agentic_rag.llm.reader import addresses_question
+from agentic_rag.llm.units import readable_text
+
 from .state import EvidenceItem
 
+Tokenize = Callable[[str], list[str]]
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}
 _MARK = re.compile(
     r"<cite\b(?P<attrs>[^>]*)>(?P<inner>.*?)</cite>|\[(?P<ns>\d{1,3}(?:\s*[,，]\s*\d{1,3})*)\]", re.DOTALL
@@ -78,8 +87,18 @@ def find_citations(answer: str) -> list[CitedSentence]:
     return found
 
 
-def check_citations(answer: str, evidence: Sequence[EvidenceItem]) -> list[Citation]:
-    """Resolve and verify every cited sentence of answer against the numbered evidence."""
+def check_citations(
+    answer: str,
+    evidence: Sequence[EvidenceItem],
+    question: str = "",
+    *,
+    tokenize: Tokenize | None = None,
+    expand: Tokenize | None = None,
+) -> list[Citation]:
+    """Resolve and verify every cited sentence of answer against the numbered evidence.
+
+    With a question, a sentence must also address it (see the module's docstring).
+    """
     by_n = {item.n: item for item in evidence}
     checked: list[Citation] = []
     seen: set[tuple[int, str]] = set()
@@ -92,6 +111,11 @@ def check_citations(answer: str, evidence: Sequence[EvidenceItem]) -> list[Citat
             checked.append(Citation(cited.n, cited.quote, False, f"no evidence [{cited.n}]", cited.sentence))
             continue
         verified, reason = verify_quote(cited.quote, item.text)
+        if verified and question and item.source == "KB" and not addresses_question(
+            # The sentence is read in its section: an FAQ's answer sits under its question.
+            question, f"{item.section} {cited.sentence}", tokenize or simple_tokenize, expand
+        ):
+            verified, reason = False, "the sentence does not address the question"
         checked.append(
             Citation(
                 cited.n, cited.quote, verified, reason, cited.sentence, item.doc, item.chunk_id, item.source, item.section
@@ -105,7 +129,7 @@ def verify_quote(quote: str, source: str) -> tuple[bool, str]:
     needle = _normalise(quote)
     if not needle:
         return False, "empty quote"
-    if needle in _normalise(source):
+    if needle in _normalise(source) or needle in _normalise(readable_text(source)):
         return True, ""
     return False, "quote not found in the cited source"
 

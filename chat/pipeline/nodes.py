@@ -17,6 +17,8 @@ from django.urls import reverse
 
 from chat import memory
 from chat.workers import plan_for, run_plan
+from knowledge.analysis import analyze
+from knowledge.fusion import expand_query
 
 from . import stages
 from .intent import DEFAULT_INTENT, classify_intent
@@ -108,6 +110,7 @@ def _retrieve(run: ChatRun) -> Outcome:
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
     search = _search(run) if run.kb is not None and (run.intent.wants_kb or not calls) else stages.KbSearch()
     run.tool_results = pending.result() if pending else []
+    _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
     run.evidence = stages.number_evidence(search.references, run.tool_results, limit=limit, url_for=_url_for(run))
@@ -118,6 +121,23 @@ def _retrieve(run: ChatRun) -> Outcome:
         return Outcome("failed" if status == "failed" else "shortcut", search.reason or "no evidence", "C")
     degraded = " (rerank failed: original order)" if search.is_rerank_degraded else ""
     return Outcome(status, f"{len(search.references[:limit])} KB, {len(run.tool_results)} tool{degraded}")
+
+
+def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
+    """Drop the references when none holds enough of the question: "not found", not noise."""
+    minimum = run.options.min_evidence_coverage
+    if not (search.references and minimum > 0):
+        return
+    # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.
+    coverage = max(
+        stages.evidence_coverage(question, search.references, tokenize=analyze, expand=expand_query)
+        for question in {run.message, run.rewrite.query or run.message}
+    )
+    if coverage < minimum:
+        run.recorder.add("kb.answer_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0,
+                         output=f"best coverage {coverage:.2f} < {minimum:.2f}", status="ok")
+        search.references.clear()
+        search.reason = stages.WEAK_EVIDENCE
 
 
 def _search(run: ChatRun) -> stages.KbSearch:

@@ -27,6 +27,8 @@ class ChatOptions:
     rerank_top_k: int = _setting("CHAT_RERANK_TOP_K")
     # Intents scoring below this are not candidates (the top-2 gap rule ignores them).
     min_confidence_score: float = _setting("CHAT_MIN_CONFIDENCE_SCORE")
+    # Shortcut C when no passage holds this share of the question's terms (0: off).
+    min_evidence_coverage: float = _setting("CHAT_MIN_EVIDENCE_COVERAGE")
     search_mode: str = _setting("CHAT_SEARCH_MODE")  # "": the KB's stored mode
     enable_source_citation: bool = _setting("CHAT_ENABLE_SOURCE_CITATION")
     history_turns: int = _setting("CHAT_HISTORY_TURNS")

@@ -9,6 +9,8 @@ from typing import Any
 from agentic_rag.background import dispatch
 from chat import tasks
 from chat.memory import needs_summary
+from knowledge.analysis import analyze
+from knowledge.fusion import expand_query
 
 from .citations import Citation, check_citations, display_answer
 from .graph import CHAT_GRAPH
@@ -77,7 +79,7 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
     if not (run.options.enable_source_citation and run.evidence and raw):
         return []
     started = run.recorder.elapsed_ms()
-    citations = check_citations(raw, run.evidence)
+    citations = check_citations(raw, run.evidence, run.message, tokenize=analyze, expand=expand_query)
     failed = sum(not c.verified for c in citations)
     run.recorder.add("verify", "stage", start_ms=started, ms=round(run.recorder.elapsed_ms() - started, 3),
                      output=[c.as_verification() for c in citations], status="failed" if failed else "ok",

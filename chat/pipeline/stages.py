@@ -24,6 +24,7 @@ Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
 
 NO_REFERENCE = "no passage passed the quality gate"
 NO_MATCH = "nothing in the knowledge base matches the query"
+WEAK_EVIDENCE = "no passage holds enough of the question's words"
 RERANK_WARNING = "rerank skipped"
 
 
@@ -111,6 +112,26 @@ def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
         has_candidates = any(result.candidates for result in search.results)
         search.reason = reasons[0] if reasons else (NO_REFERENCE if has_candidates else NO_MATCH)
     return search
+
+
+def evidence_coverage(
+    question: str, references: Sequence[Candidate], *, tokenize: Callable[[str], list[str]],
+    expand: Callable[[str], list[str]] = lambda q: [q],
+) -> float:
+    """The largest share of the question's terms one reference holds, in its text or section title.
+
+    Each cross-language variant of the question counts, as it did in retrieval, so an English
+    question about a Chinese passage is measured against its translated terms.
+    """
+    variants = [set(tokenize(q)) for q in expand(question)]
+    variants = [terms for terms in variants if terms]
+    if not variants:
+        return 1.0  # nothing to measure: leave the decision to retrieval
+    best = 0.0
+    for reference in references:
+        held = set(tokenize(f"{reference.section} {reference.text}"))
+        best = max(best, *(len(terms & held) / len(terms) for terms in variants))
+    return best
 
 
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:

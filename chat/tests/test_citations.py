@@ -78,3 +78,30 @@ def test_it_always_verifies_the_extractive_generators_quotes(question):
     citations = check_citations(answer, EVIDENCE)
 
     assert citations and all(c.verified for c in citations), (answer, citations)
+
+
+TABLE_EVIDENCE = (
+    EvidenceItem(1, "KB", "retrieval.md", "factor | weight | meaning\ncosine | 35% | vector similarity\ntitle | 20% | query terms in the name",
+                 section="6.1 Five-factor scorer"),
+)  # fmt: skip
+
+
+def test_a_table_row_quoted_with_its_header_verifies_and_a_changed_one_does_not():
+    assert verify_quote("factor: cosine, weight: 35%, meaning: vector similarity", TABLE_EVIDENCE[0].text)[0]
+    assert not verify_quote("factor: cosine, weight: 25%, meaning: vector similarity", TABLE_EVIDENCE[0].text)[0]
+
+
+def test_a_faithful_quote_that_does_not_address_the_question_is_not_verified():
+    answer = "factor: title, weight: 20%, meaning: query terms in the name [1]"
+
+    on_topic = check_citations(answer, TABLE_EVIDENCE, "What weight does the title factor get?")
+    off_topic = check_citations(answer, TABLE_EVIDENCE, "Who won the 2018 World Cup?")
+
+    assert [c.verified for c in on_topic] == [True]
+    assert [(c.verified, c.reason) for c in off_topic] == [(False, "the sentence does not address the question")]
+
+
+def test_a_sentence_is_read_in_its_section_when_judging_whether_it_answers():
+    evidence = (EvidenceItem(1, "KB", "faq.md", "字节完全相同时报告为 unchanged。", section="2.4 同一个文件上传两次会怎样？"),)
+    citations = check_citations("字节完全相同时报告为 unchanged。[1]", evidence, "同一个文件上传两次会怎样？")
+    assert [c.verified for c in citations] == [True]

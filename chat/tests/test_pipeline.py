@@ -184,7 +184,9 @@ def test_it_falls_back_to_the_kb_intent_when_intent_fails(docs_kb, alice, extrac
 
     assert events.stage_end("intent")["status"] == "failed"
     assert events.one("intent").data["method"] == "fallback" and result.intent == "KB"
-    assert result.shortcut is None and result.status == "done"
+    # searched as a KB question (no document answers a greeting: shortcut C), not greeted (B)
+    assert events.stage_end("retrieve")["status"] != "skipped"
+    assert result.shortcut != "B" and result.status == "done"
 
 
 def test_it_continues_without_evidence_when_the_search_fails(docs_kb, alice, extractive, events):
@@ -329,3 +331,19 @@ def test_it_resolves_a_follow_up_against_the_rewritten_earlier_question(docs_kb,
     assert events.stage_end("rewrite")["detail"] == "rules: 向量检索的权重是多少？"
     stored = Message.objects.filter(role="user", content="它的权重是多少？").get()
     assert stored.debug == {"query": "混合检索的权重是多少？"}
+
+
+def test_it_says_not_found_instead_of_answering_from_weak_evidence(docs_kb, alice, extractive, events):
+    result = ask(alice, "What is the boiling point of ethanol?", emit=events, llm=extractive)
+
+    assert result.shortcut == "C" and result.status == "done"
+    assert "found nothing in the knowledge base" in result.answer
+    assert "Alice's KB" in result.answer
+    assert not result.citations and not result.evidence
+
+
+def test_the_answer_gate_can_be_switched_off(docs_kb, alice, extractive, events):
+    options = ChatOptions(kb_slug="alice-kb", min_evidence_coverage=0.0)
+    result = ask(alice, "What is the boiling point of ethanol?", emit=events, llm=extractive, options=options)
+
+    assert result.shortcut is None and result.evidence

@@ -191,3 +191,34 @@ def test_it_words_clarifying_questions_and_no_evidence_replies():
         "I found nothing in the knowledge base \u201cDocs\u201d that answers this "
         "(nothing in the knowledge base matches the query).")
     assert "没有与问题匹配的内容" in no_evidence_reply("什么？", "Docs", "nothing in the knowledge base matches the query")
+
+
+def _reference(text: str, section: str = "") -> Candidate:
+    return Candidate(chunk_id=1, doc_id=1, doc_name="d.md", text=text, section_title=section)
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "section", "coverage"),
+    [
+        ("When does the breaker open?", "The breaker opens at 10%.", "", 1.0),
+        ("What is the boiling point of ethanol?", "The breaker opens at 10%.", "", 0.0),
+        ("同一个文件上传两次会怎样？", "字节相同时报告为 unchanged。", "同一个文件上传两次会怎样？", 1.0),
+    ],
+)
+def test_evidence_coverage_is_the_share_of_the_question_one_reference_holds(question, text, section, coverage):
+    from agentic_rag.llm.extractive import simple_tokenize
+    from chat.pipeline.stages import evidence_coverage
+
+    found = evidence_coverage(question, [_reference(text, section)], tokenize=simple_tokenize)
+    assert found == pytest.approx(coverage)
+
+
+def test_evidence_coverage_counts_a_translated_question():
+    from agentic_rag.llm.extractive import simple_tokenize
+    from chat.pipeline.stages import evidence_coverage
+    from knowledge.fusion import expand_query
+
+    reference = [_reference("熔断阈值为 10%。")]
+    plain = evidence_coverage("熔断 threshold", reference, tokenize=simple_tokenize)
+    expanded = evidence_coverage("熔断 threshold", reference, tokenize=simple_tokenize, expand=expand_query)
+    assert expanded > plain

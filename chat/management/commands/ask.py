@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from chat.cli import command_user
 from chat.pipeline import ChatOptions, ChatRefused, ChatRequest, ChatResult, run_chat
-from knowledge.models import KnowledgeBase
 
 
 class Command(BaseCommand):
@@ -26,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options) -> None:
-        user = self._user(options["user"], options["kb"])
+        user = command_user(options["user"], options["kb"])
         request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=options["kb"], agent_type=options["agent"]))
         try:
             result = run_chat(request, emit=lambda event: None)
@@ -38,19 +36,6 @@ class Command(BaseCommand):
             self._print(result)
         if result.status == "failed":
             raise CommandError(result.error)
-
-    def _user(self, username: str | None, slug: str | None):
-        users = get_user_model().objects
-        if username:
-            user = users.filter(username=username).first()
-            if user is None:
-                raise CommandError(f"no user '{username}'")
-            return user
-        kb = KnowledgeBase.objects.filter(slug=slug).select_related("owner").first() if slug else None
-        user = kb.owner if kb else users.filter(username=settings.DEMO_USERNAME).first()
-        if user is None:
-            raise CommandError("pass --user USERNAME (there is no demo user; run manage.py setup_demo)")
-        return user
 
     def _print(self, result: ChatResult) -> None:
         self.stdout.write(result.answer)

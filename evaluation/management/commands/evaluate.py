@@ -1,5 +1,5 @@
 """manage.py evaluate --kb SLUG [--mode MODE] [--baseline rank-bm25] [--json OUT] [--split all|train|test]
-[--fail-under METRIC=VALUE ...] | --tune"""
+[--fail-under METRIC=VALUE ...] | --tune | --answers [--user NAME]"""
 
 from __future__ import annotations
 
@@ -10,6 +10,18 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agentic_rag.llm import get_llm
+from chat.cli import command_user
+from evaluation.answers import (
+    ANSWER_METRICS,
+    answer_config,
+    chat_asker,
+    chunk_text_from_db,
+    delete_conversations,
+    evaluate_answers,
+    load_answer_cases,
+    save_answer_run,
+)
 from evaluation.metrics import METRIC_KEYS
 from evaluation.runner import Evaluation, EvaluationError, evaluate, load_questions, save_run
 from evaluation.tuning import tune
@@ -34,13 +46,21 @@ class Command(BaseCommand):
         parser.add_argument("--no-expansion", action="store_true", help="skip cross-language query expansion")
         parser.add_argument("--tune", action="store_true",
                             help="grid-search fusion on the train split and store the winner as the KB's settings")
+        parser.add_argument("--answers", action="store_true",
+                            help="ask every golden question through the chat pipeline and score the answers "
+                                 f"({', '.join(ANSWER_METRICS)}, latency)")
+        parser.add_argument("--user", metavar="USERNAME",
+                            help="with --answers: who asks (default: the KB's owner, else the demo user)")
 
     def handle(self, *args, **options) -> None:
-        thresholds = _parse_thresholds(options["fail_under"])
+        thresholds = _parse_thresholds(options["fail_under"], ANSWER_METRICS if options["answers"] else METRIC_KEYS)
         kb = KnowledgeBase.objects.filter(slug=options["kb"]).first()
         if kb is None:
             raise CommandError(f"knowledge base '{options['kb']}' does not exist")
         split = "all" if options["tune"] else options["split"]
+        if options["answers"]:
+            self._answers(kb, options, split, thresholds)
+            return
         try:
             questions = load_questions(kb, split=split, golden_set=options["golden_set"])
             if options["tune"]:
@@ -69,6 +89,48 @@ class Command(BaseCommand):
             self.stderr.write(self.style.ERROR(f"below threshold: {failure}"))
         if failures:
             sys.exit(1)
+
+    def _answers(self, kb: KnowledgeBase, options: dict, split: str, thresholds: dict[str, float]) -> None:
+        user = command_user(options["user"], kb.slug)
+        cases = load_answer_cases(kb, golden_set=options["golden_set"], split=split)
+        if not cases:
+            raise CommandError(f"knowledge base '{kb.slug}' has no golden questions to score answers on")
+        llm = get_llm()
+        conversations: list[int] = []
+        try:
+            evaluation = evaluate_answers(
+                cases, chat_asker(kb, user, llm=llm, conversations=conversations),
+                chunk_text=chunk_text_from_db, config=answer_config(kb, llm),
+            )
+        finally:
+            delete_conversations(conversations)
+        golden_set = kb.golden_sets.filter(name=options["golden_set"]).first() if options["golden_set"] else None
+        run = save_answer_run(kb, evaluation, golden_set=golden_set, split=split)
+        self._write_json(evaluation.as_json(), options["json"])
+        if options["json"] != "-":
+            self._print_answers(kb, evaluation, run.pk)
+        failures = [
+            f"{metric} {evaluation.metrics.get(metric) or 0:.4f} < {minimum:g}"
+            for metric, minimum in thresholds.items()
+            if (evaluation.metrics.get(metric) or 0) < minimum
+        ]
+        for failure in failures:
+            self.stderr.write(self.style.ERROR(f"below threshold: {failure}"))
+        if failures:
+            sys.exit(1)
+
+    def _print_answers(self, kb: KnowledgeBase, evaluation, run_id: int) -> None:
+        self.stdout.write(
+            f"{kb.slug}: {len(evaluation.outcomes)} questions through the chat pipeline, "
+            f"generator {evaluation.config['generator']}"
+        )
+        for metric, value in evaluation.metrics.items():
+            self.stdout.write(f"{metric:16}{'-' if value is None else f'{value:.4f}':>10}")
+        self.stdout.write(f"{'p50 ms':16}{evaluation.latency_ms['p50']:10.1f}")
+        self.stdout.write(f"{'p95 ms':16}{evaluation.latency_ms['p95']:10.1f}")
+        for failure in evaluation.failures():
+            self.stdout.write(f"  FAIL {failure['qid']}: {failure['question']} — {failure['why']} ({failure['trace_url']})")
+        self.stdout.write(f"stored as evaluation run {run_id}")
 
     def _write_json(self, data: dict, out: str | None) -> None:
         if out == "-":
@@ -141,12 +203,12 @@ def _describe(fusion: FusionParams) -> str:
     )
 
 
-def _parse_thresholds(items: list[str]) -> dict[str, float]:
+def _parse_thresholds(items: list[str], known: tuple[str, ...]) -> dict[str, float]:
     thresholds = {}
     for item in items:
         metric, _, value = item.partition("=")
-        if metric not in METRIC_KEYS:
-            raise CommandError(f"--fail-under: unknown metric '{metric}' (known: {', '.join(METRIC_KEYS)})")
+        if metric not in known:
+            raise CommandError(f"--fail-under: unknown metric '{metric}' (known: {', '.join(known)})")
         try:
             thresholds[metric] = float(value)
         except ValueError:

@@ -1,0 +1,258 @@
+"""The offline reader: pick the one to three evidence units that answer the question.
+
+Each unit (a sentence, a list item, or a table row with its header; see units.py) is
+scored by
+- coverage: the share of the question's term weight it holds, its section title helping;
+- the answer type the question expects (a number for 多少/how many, a time, a threshold,
+  a list, a name): a unit holding that kind of fact is worth more;
+- novelty: a unit that only repeats the question's words answers nothing;
+- the embedder's similarity to the question, and the rank of its evidence (top first);
+- commands and code lines are skipped unless the question asks for them.
+When no unit covers enough of the question, the reader says nothing answers, rather than
+quoting the closest noise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .units import Unit, split_units
+
+Tokenize = Callable[[str], list[str]]
+Similarity = Callable[[str, str], float]
+Expand = Callable[[str], list[str]]
+
+_TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
+    "time": re.compile(r"多久|多长时间|什么时候|何时|耗时|延迟|超时|\bhow long\b|\bwhen\b|\blatency\b|\btimeout\b|\bttl\b|\bp50\b|\bp95\b", re.I),
+    "threshold": re.compile(r"阈值|门槛|门控|条件|上限|下限|至少|最多|\bthreshold|\bcut-?off\b|\blimit\b|\bminimum\b|\bmaximum\b|\btrigger", re.I),
+    "number": re.compile(
+        r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
+        r"|\bconstant\b|\bweights?\b|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
+    "list": re.compile(r"哪些|哪几|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
+    "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
+    "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
+}
+_FACT_PATTERNS: dict[str, re.Pattern[str]] = {
+    "time": re.compile(r"\d+(?:\.\d+)?\s*(?:ms|s|秒|毫秒|分钟|min(?:ute)?s?|h|小时|天|days?|hours?|seconds?)\b|\d+\s*(?:毫秒|秒|分钟|小时|天)"),
+    "threshold": re.compile(r"[<>≤≥]=?\s*\d|\d+(?:\.\d+)?\s*(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below|\b\d+(?:\.\d+)?\b"),
+    "number": re.compile(r"\d"),
+    "list": re.compile(r"[、,，;；]|\band\b"),
+    "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
+    "how": re.compile(r"."),
+}
+MAX_TABLE_ROWS = 6
+_PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
+_ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
+_QUESTION_END = re.compile(r"[?？]\s*[”\"'」]*\s*$")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One evidence text, as numbered in the prompt."""
+
+    doc_id: str
+    text: str
+    rank: int
+    section: str = ""
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    max_units: int = 3
+    max_chars: int = 600
+    # A unit (with its section title) must cover this share of the question's term weight.
+    min_coverage: float = 0.3
+    companion_ratio: float = 0.65  # a second or third unit must score this share of the best
+    rank_decay: float = 0.15
+
+
+DEFAULT_OPTIONS = ReaderOptions()
+
+
+@dataclass(frozen=True)
+class Pick:
+    doc_id: str
+    unit: Unit
+    score: float
+    coverage: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    picks: tuple[Pick, ...]
+    answer_types: frozenset[str]
+
+    @property
+    def is_answered(self) -> bool:
+        return bool(self.picks)
+
+
+@dataclass(frozen=True)
+class _Scored:
+    passage: Passage
+    unit: Unit
+    terms: frozenset[str]
+    score: float
+    coverage: float
+
+
+def expected_answer_types(question: str) -> frozenset[str]:
+    """The kinds of fact the question asks for (number, time, threshold, list, name)."""
+    return frozenset(kind for kind, pattern in _TYPE_PATTERNS.items() if pattern.search(question))
+
+
+def read(
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    tokenize: Tokenize,
+    similarity: Similarity | None = None,
+    expand: Expand | None = None,
+    options: ReaderOptions = DEFAULT_OPTIONS,
+) -> Reading:
+    """Choose the units of passages that answer question, best first."""
+    types = expected_answer_types(question)
+    asked = [*(expand(question) if expand else [question]), *_parts(question)]
+    variants = [set(tokenize(q)) for q in asked]
+    variants = [terms for terms in variants if terms] or [set()]
+    units = [(p, u, frozenset(tokenize(u.text))) for p in passages for u in split_units(p.text)]
+    weights = _idf([terms for _, _, terms in units])
+    wants_code = _ASKS_FOR_CODE.search(question) is not None
+    sections = {p.doc_id: frozenset(tokenize(p.section)) for p in passages}
+    scored = [
+        _score(question, p, u, terms, sections[p.doc_id], variants, weights, types,
+               wants_code=wants_code, similarity=similarity, options=options)
+        for p, u, terms in units
+    ]
+    return Reading(tuple(_compose(scored, variants[0], types, options, wants_code=wants_code)), types)
+
+
+def _score(
+    question: str, passage: Passage, unit: Unit, terms: frozenset[str], section: frozenset[str],
+    variants: list[set[str]], weights: Counter[str], types: frozenset[str], *,
+    wants_code: bool, similarity: Similarity | None, options: ReaderOptions,
+) -> _Scored:
+    coverage = max(_coverage(q, terms, section, weights) for q in variants)
+    score = coverage
+    if max(_coverage(q, frozenset(), section, weights) for q in variants) >= 0.15:
+        score *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"
+    if types - {"how"} and any(_FACT_PATTERNS[kind].search(_new_text(unit.text, question)) for kind in types - {"how"}):
+        score *= 1.35
+    elif "number" in types or "time" in types:
+        score *= 0.7
+    if not terms - variants[0]:
+        score *= 0.2  # repeats the question's words and adds nothing
+    if _QUESTION_END.search(unit.text):
+        score *= 0.3  # a question in the sources is not an answer
+    if unit.is_code and not wants_code:
+        score *= 0.1
+    if len(unit.text.replace(" ", "")) < 6:
+        score *= 0.5
+    if len(terms) > 30:
+        score *= math.sqrt(30 / len(terms))  # a long list of topics covers words, not the question
+    if similarity is not None:
+        score += 0.2 * max(0.0, similarity(question, unit.text))
+    score /= 1 + options.rank_decay * passage.rank
+    return _Scored(passage, unit, terms, score, coverage)
+
+
+def _coverage(question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str]) -> float:
+    """Share of question's term weight in unit; terms only in its section title count half."""
+    if not question:
+        return 0.0
+    default = max(weights.values(), default=1.0)
+    total = sum(weights.get(t, default) for t in question)
+    held = sum(weights.get(t, default) for t in question & unit)
+    held += 0.5 * sum(weights.get(t, default) for t in (question & section) - unit)
+    return held / total
+
+
+def _compose(
+    scored: Sequence[_Scored], question: set[str], types: frozenset[str], options: ReaderOptions, *, wants_code: bool
+) -> list[Pick]:
+    ranked = sorted(scored, key=lambda s: (-s.score, s.passage.rank, s.unit.position))
+    if not ranked or ranked[0].coverage < options.min_coverage:
+        return []
+    best = ranked[0].score
+    chosen: list[_Scored] = []
+    covered: set[str] = set()
+    used = 0
+    for candidate in ranked:
+        if len(chosen) == options.max_units or candidate.score < best * options.companion_ratio:
+            break
+        new = candidate.terms - covered
+        if chosen and (not new - question or used + len(candidate.unit.text) > options.max_chars):
+            continue  # says nothing the chosen units have not said, or too long
+        if any(candidate.unit.text == c.unit.text for c in chosen):
+            continue
+        chosen.append(candidate)
+        covered |= candidate.terms
+        used += len(candidate.unit.text)
+    if chosen[0].unit.table >= 0 and {"how", "list"} & types:
+        chosen = _whole_table(chosen[0], scored)
+    else:
+        chosen = _with_follow_on(chosen, scored, types, wants_code)
+    return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
+
+
+def _whole_table(best: _Scored, scored: Sequence[_Scored]) -> list[_Scored]:
+    """A "how"/"which" question answered by a table row: the table's rows, in order.
+
+    "How does the five-factor reranker score?" is answered by all five factors, not the one
+    row that happens to share the most words with the question.
+    """
+    rows = [s for s in scored if s.passage is best.passage and s.unit.table == best.unit.table]
+    return rows[:MAX_TABLE_ROWS] if len(rows) <= MAX_TABLE_ROWS else [best]
+
+
+def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: frozenset[str], wants_code: bool) -> list[_Scored]:
+    """The best unit with what it introduces: the table after "scored as follows", the
+    command after "ingest a folder with one command" when a command is asked for."""
+    best = chosen[0]
+    following = [s for s in scored if s.passage is best.passage and s.unit.position > best.unit.position]
+    if not following:
+        return chosen
+    after = following[0]
+    if after.unit.table >= 0 and {"how", "list"} & types:
+        rows = [s for s in following if s.unit.table == after.unit.table]
+        return [best, *rows] if len(rows) <= MAX_TABLE_ROWS else chosen
+    if wants_code and after.unit.is_code and not best.unit.is_code:
+        return [best, after, *[s for s in chosen[1:] if s is not after]][:3]
+    return chosen
+
+
+def _parts(question: str) -> list[str]:
+    """The parts of a compound question ("How many stages, and what does the probe do?"),
+    so a unit answering one part is measured against that part."""
+    parts = [p.strip() for p in _PART_BOUNDARY.split(question) if p.strip()]
+    return parts if len(parts) > 1 else []
+
+
+def _new_text(text: str, question: str) -> str:
+    """text without the digits the question itself holds, so "top 5" asked is not "5" found."""
+    for number in set(re.findall(r"\d+(?:\.\d+)?", question)):
+        text = re.sub(rf"(?<![\d.]){re.escape(number)}(?![\d.])", " ", text)
+    return text
+
+
+def _idf(unit_terms: Sequence[frozenset[str]]) -> Counter[str]:
+    df = Counter(term for terms in unit_terms for term in terms)
+    total = len(unit_terms)
+    return Counter({term: math.log(1 + (total + 1) / count) for term, count in df.items()})
+
+
+def addresses_question(question: str, sentence: str, tokenize: Tokenize, expand: Expand | None = None) -> bool:
+    """Whether sentence speaks to question: a shared content term and something more, or the
+    kind of fact asked for ("How many stages?" → "There are eight … 8")."""
+    asked = [set(tokenize(q)) for q in (expand(question) if expand else [question])]
+    said = set(tokenize(sentence))
+    if not any(asked):
+        return True  # nothing to compare: a question of stop words only
+    if any(terms & said for terms in asked):
+        return bool(said - asked[0])
+    types = expected_answer_types(question)
+    return any(_FACT_PATTERNS[kind].search(_new_text(sentence, question)) for kind in types & {"number", "time"})

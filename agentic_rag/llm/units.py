@@ -1,0 +1,158 @@
+"""Evidence text as a reader sees it: Markdown stripped, tables as "header: cell" rows, units.
+
+Ingestion stores a Markdown table as lines of cells joined by " | ", its header first. Quoted
+alone, a row ("RRF | multi-source rank fusion, k = 60 | O(n log n)") loses what its cells
+mean and the header row says nothing at all, so `readable_text` writes each row with its
+header ("processor: RRF, rule: multi-source rank fusion, k = 60, cost: O(n log n)"). The
+citation check reads sources through the same function, so a quoted row verifies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_HAS_CJK = re.compile(f"[{_CJK}]")
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
+_QUOTE_MARK = re.compile(r"^\s*>\s?")
+# A sentence ends after 。！？；!? (with closing quotes), or after a full stop followed by
+# space or the end (so 3.5 and example.com stay whole).
+_SENTENCE_END = re.compile(r"""[。！？；!?]+[”’」』"')\]]*|\.+[”’"')\]]*(?=\s|$)""")
+# Lines that are commands, code or data rather than prose: a shell prompt or a command
+# name first, a JSON/code shape, or a line continued with a backslash.
+_COMMAND = re.compile(
+    r"""^\s*(?:\$\s|>>>\s|(?:curl|wget|pip|python3?|\.venv/|make|git|docker|npm|celery|daphne|export|cd|sudo|apt(?:-get)?)\b"""
+    r"""|manage\.py\b|[{}\[\]]\s*$|[{\[]["'{]|(?:def|class|import|from|return)\s)"""
+    r"""|\\\s*$|^\s*-[-A-Za-z]\S*\s""",
+)
+_NUMBER = re.compile(r"^[\d.,%~<>≤≥+-]+$")
+_CODE_CHARS = re.compile(r"[{}();=<>$\\/_`]")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A sentence, list item or table row of one evidence text, as the reader may quote it."""
+
+    text: str  # readable: Markdown stripped, a table row with its header
+    position: int  # order within its evidence text
+    kind: str  # "sentence", "item" or "row"
+    is_code: bool = False
+    table: int = -1  # for a row: which table of its text (rows of one table share it)
+
+
+def readable_text(text: str) -> str:
+    """text with Markdown syntax stripped and each table row written with its header."""
+    return "\n".join(line for line, _ in _readable_lines(text))
+
+
+def split_units(text: str) -> list[Unit]:
+    """The quotable units of an evidence text, in order."""
+    units: list[Unit] = []
+    tables, previous = -1, ""
+    for line, kind in _readable_lines(text):
+        if kind == "row" and previous != "row":
+            tables += 1
+        previous = kind
+        if kind == "row":
+            units.append(Unit(line, len(units), kind, is_code_like(line), tables))
+            continue
+        for piece in split_sentences(line):
+            units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code_like(piece)))
+    return units
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split one line of Chinese or English text into stripped sentences, each a substring."""
+    sentences: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        sentences.append(text[start : match.end()].strip())
+        start = match.end()
+    sentences.append(text[start:].strip())
+    return [sentence for sentence in sentences if sentence]
+
+
+def strip_markdown(line: str) -> str:
+    """A line without emphasis, inline-code ticks, link targets, heading or quote marks."""
+    line = _HEADING_MARK.sub("", _QUOTE_MARK.sub("", line))
+    line = _LINK.sub(r"\1", line)
+    line = _EMPHASIS.sub(r"\2", line)
+    return line.replace("`", "").strip()
+
+
+def is_code_like(text: str) -> bool:
+    """Whether a unit is a command, code or a data literal rather than prose."""
+    if _COMMAND.search(text):
+        return True
+    letters = sum(ch.isalpha() for ch in text)
+    return len(text) >= 12 and len(_CODE_CHARS.findall(text)) > max(4, letters // 4)
+
+
+def has_cjk(text: str) -> bool:
+    return _HAS_CJK.search(text) is not None
+
+
+def _readable_lines(text: str) -> Iterator[tuple[str, str]]:
+    """(line, kind) pairs: kind is "row" for a table row, "item" for a list item, else "line"."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        width = _cell_count(lines[i])
+        end = i + 1
+        while width >= 2 and end < len(lines) and (_cell_count(lines[end]) == width or _TABLE_SEPARATOR.match(lines[end])):
+            end += 1
+        if width >= 2 and end - i >= 2:
+            yield from _table_rows(lines[i:end])
+            i = end
+            continue
+        line = lines[i]
+        i += 1
+        if _TABLE_SEPARATOR.match(line) or not line.strip():
+            continue
+        kind = "item" if _LIST_MARK.match(line) else "line"
+        cleaned = strip_markdown(_LIST_MARK.sub("", line))
+        if width >= 2:  # a lone row: its cells, without the pipes
+            cleaned = ", ".join(_cells(cleaned))
+        if cleaned:
+            yield cleaned, kind
+
+
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
+    rows = [_cells(strip_markdown(line)) for line in lines if not _TABLE_SEPARATOR.match(line)]
+    if not _is_header(rows[0]):  # a chunk cut from the middle of a table: rows without names
+        for row in rows:
+            yield ", ".join(cell for cell in row if cell), "row"
+        return
+    header, body = rows[0], rows[1:]
+    # "，" not "；": the citation check reads a sentence as ending at "；".
+    joiner, colon = ("，", "：") if has_cjk(" ".join(header)) else (", ", ": ")
+    for row in body:
+        pairs = [f"{name}{colon}{cell}" if name and name != "#" else cell for name, cell in zip(header, row, strict=False) if cell]
+        if pairs:
+            yield joiner.join(pairs), "row"
+
+
+def _is_header(cells: list[str]) -> bool:
+    """Whether a table's first row names its columns: short cells, none a bare number."""
+    return all(len(cell) <= 40 and not _NUMBER.match(cell) for cell in cells) and sum(bool(c) for c in cells) >= 2
+
+
+def _cell_count(line: str) -> int:
+    if "|" not in line or _TABLE_SEPARATOR.match(line):
+        return 0
+    return len(_cells(line))
+
+
+def _cells(line: str) -> list[str]:
+    stripped = line.strip()
+    if stripped.startswith("|"):
+        stripped = stripped[1:]
+    if stripped.endswith("|"):
+        stripped = stripped[:-1]
+    return [cell.strip() for cell in stripped.split("|")]

@@ -1,0 +1,137 @@
+"""The offline reader: units of evidence, the answer it picks, and when it says nothing answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
+from agentic_rag.llm.extractive import simple_tokenize
+from agentic_rag.llm.reader import Passage, addresses_question, expected_answer_types, read
+from agentic_rag.llm.units import is_code_like, readable_text, split_units
+
+RERANK_TABLE = """The five-factor scorer orders candidates.
+factor | weight | meaning
+cosine | 35% | query-chunk vector similarity
+key-term ratio | 25% | share of query tokens found in the chunk
+title | 20% | query terms in the document name"""
+
+
+def answer_of(question: str, *documents: tuple[str, str]) -> str:
+    """The extractive answer's body for documents given as (section, text), numbered from 1."""
+    elements = "".join(
+        f'<document id="{n}" doc="d{n}.md" section="{section}">{text}</document>'
+        for n, (section, text) in enumerate(documents, 1)
+    )
+    messages = [Message("user", f"<documents>{elements}</documents><question>{question}</question>")]
+    return ExtractiveProvider().complete(messages, CompletionOptions()).text.split("\n\n", 1)[1]
+
+
+def test_it_writes_each_table_row_with_its_header_and_drops_the_header_row():
+    units = split_units(RERANK_TABLE)
+    rows = [u.text for u in units if u.kind == "row"]
+    assert rows[0] == "factor: cosine, weight: 35%, meaning: query-chunk vector similarity"
+    assert not any(u.text.startswith("factor | weight") or u.text == "factor, weight, meaning" for u in units)
+    assert {u.table for u in units if u.kind == "row"} == {0}
+
+
+def test_a_table_cut_from_its_header_keeps_its_rows_without_naming_them():
+    rows = [u.text for u in split_units("7 | 07-api.md | en\n8 | 08-deployment.md | zh")]
+    assert rows == ["7, 07-api.md, en", "8, 08-deployment.md, zh"]
+
+
+def test_it_strips_markdown_and_splits_list_items():
+    text = "## Setup\n- Run **make run** first.\n- See [the guide](https://x.example/guide) and `manage.py ask`."
+    assert [u.text for u in split_units(text)] == [
+        "Setup", "Run make run first.", "See the guide and manage.py ask.",
+    ]
+    assert "https://" not in readable_text(text)
+
+
+@pytest.mark.parametrize(
+    ("line", "is_code"),
+    [
+        ("curl -N -X POST http://127.0.0.1:8000/api/chat/stream \\", True),
+        ('-d \'{"message": "hi", "kb": "docs"}\'', True),
+        (".venv/bin/python manage.py ingest docs/ --kb docs", True),
+        ('{"message": "...", "session_id": "..."}', True),
+        ("Over a limit, HTTP answers 429 Too Many Requests with a Retry-After header.", False),
+        ("默认 RRF 融合（k=60），也可用加权融合（向量 0.7 / BM25 0.3）。", False),
+    ],
+)
+def test_it_tells_commands_and_code_from_prose(line, is_code):
+    assert is_code_like(line) is is_code
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [("混合检索的权重是多少？", "number"), ("How many stages are there?", "number"),
+     ("多久过期？", "time"), ("哪些文件格式可以上传？", "list"), ("What is the gate's threshold?", "threshold")],
+)
+def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
+    assert kind in expected_answer_types(question)
+
+
+def test_it_answers_from_the_row_that_holds_the_fact_not_the_header():
+    body = answer_of("What is the weight of the cosine factor?", ("6.1 Five-factor scorer", RERANK_TABLE))
+    assert body.startswith("factor: cosine, weight: 35%")
+    assert "factor | weight" not in body
+
+
+def test_a_how_question_answered_by_a_table_gets_the_whole_table():
+    body = answer_of("How does the five-factor scorer rank candidates?", ("6.1 Five-factor scorer", RERANK_TABLE))
+    assert "35%" in body and "25%" in body and "20%" in body
+
+
+def test_it_skips_a_command_line_and_a_sentence_that_repeats_the_question():
+    text = (
+        "How do I ask a question from the shell?\n"
+        "manage.py ask \"What is RRF?\" --kb docs\n"
+        "The ask command runs one question through the chat pipeline and prints the answer with its citations."
+    )
+    body = answer_of("How do I ask a question from the shell?", ("CLI", text))
+    assert body.startswith("The ask command runs one question")
+    assert "manage.py ask" not in body
+
+
+def test_it_quotes_the_command_when_the_question_asks_for_one():
+    text = "Ingest a folder with one command.\nmanage.py ingest docs/ --kb handbook --recursive"
+    assert "manage.py ingest docs/" in answer_of("Which command ingests a folder?", ("CLI", text))
+
+
+def test_a_number_question_prefers_the_sentence_with_a_number():
+    text = (
+        "The RRF constant smooths the ranks of both legs and is shared by every fusion path. "
+        "RRF uses the constant k = 60."
+    )
+    assert answer_of("What is the RRF constant?", ("Fusion", text)).startswith("RRF uses the constant k = 60.")
+
+
+def test_it_prefers_the_top_evidence_when_two_say_the_same():
+    same = "The breaker opens when the failure rate exceeds 10%."
+    body = answer_of("When does the breaker open?", ("A", same), ("B", same))
+    assert body == f"{same} [1]"
+
+
+def test_it_says_nothing_answers_when_no_unit_covers_the_question():
+    body = answer_of("What is the boiling point of ethanol?", ("Fusion", "RRF uses the constant k = 60."))
+    assert body.startswith("None of the passages found answers this question directly")
+    assert "[1]" not in body
+
+
+def test_the_section_title_counts_for_its_units():
+    # The FAQ's answer shares no word with the question; its section title is the question.
+    passages = [Passage("1", "字节完全相同时报告为 unchanged，什么都不写入。", 0, "2.4 同一个文件上传两次会怎样？")]
+    reading = read("同一个文件上传两次会怎样？", passages, tokenize=simple_tokenize)
+    assert reading.is_answered and reading.picks[0].unit.text.startswith("字节完全相同")
+
+
+@pytest.mark.parametrize(
+    ("sentence", "addresses"),
+    [
+        ("The breaker opens when the failure rate exceeds 10%.", True),
+        ("The pipeline has 8 stages.", False),  # shares nothing with the question
+        ("When does the breaker open?", False),  # only repeats it
+    ],
+)
+def test_a_sentence_addresses_a_question_when_it_shares_its_content_and_adds_to_it(sentence, addresses):
+    assert addresses_question("When does the breaker open?", sentence, simple_tokenize) is addresses

@@ -1,0 +1,228 @@
+"""Answer-level evaluation: every golden question through the chat pipeline, as the API asks it.
+
+Scores per question, then over the set:
+- keyword pass: the answer holds every expected keyword (case aside);
+- source pass: the answer cites a document the question's qrels call relevant;
+- citation validity: the share of citations whose quote occurs in the cited chunk;
+- route accuracy: the shortcut taken (none, A, B, C) is the one the question expects;
+- latency p50/p95 of the whole run, after one warm-up question.
+Each question runs in a fresh conversation, deleted afterwards; its trace is kept (its
+conversation link set to null) so every failure links to what the pipeline did.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.urls import reverse
+
+from chat.models import Conversation
+from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
+from chat.pipeline.citations import verify_quote
+from knowledge.models import Chunk, KnowledgeBase
+
+from .models import EvaluationRun, GoldenQuestion, GoldenSet
+
+ANSWER_METRICS = ("keyword_pass", "source_pass", "citation_valid", "route_accuracy")
+
+Ask = Callable[[str], ChatResult]
+
+
+@dataclass(frozen=True)
+class AnswerCase:
+    qid: str
+    question: str
+    keywords: tuple[str, ...]
+    relevant_docs: frozenset[int]  # documents with a positive grade
+    expected_shortcut: str = ""  # "none", "A", "B", "C" or "" (not stated)
+    category: str = ""
+
+
+@dataclass
+class AnswerOutcome:
+    qid: str
+    question: str
+    answer: str
+    trace_id: str
+    ms: float
+    shortcut: str  # "none" or the letter
+    keyword_pass: bool | None  # None: the question states no keyword
+    source_pass: bool | None  # None: no relevant document (a "not found" question)
+    citations: int
+    citations_valid: int
+    route_ok: bool | None  # None: no expected shortcut stated
+    why: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.why
+
+
+@dataclass
+class AnswerEvaluation:
+    outcomes: list[AnswerOutcome]
+    metrics: dict[str, float | None]
+    latency_ms: dict[str, float]
+    config: dict[str, Any]
+
+    def failures(self) -> list[dict[str, Any]]:
+        return [
+            {"qid": o.qid, "question": o.question, "trace_id": o.trace_id, "trace_url": _trace_url(o.trace_id),
+             "why": "; ".join(o.why), "answer": o.answer}
+            for o in self.outcomes if not o.passed
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "questions": len(self.outcomes),
+            "metrics": self.metrics,
+            "latency_ms": self.latency_ms,
+            "failures": self.failures(),
+            "config": self.config,
+        }
+
+
+def load_answer_cases(kb: KnowledgeBase, *, golden_set: str | None = None, split: str = "all") -> list[AnswerCase]:
+    """The KB's golden questions that state something an answer can be scored on."""
+    sets = GoldenSet.objects.filter(kb=kb)
+    if golden_set is not None:
+        sets = sets.filter(name=golden_set)
+    questions = GoldenQuestion.objects.filter(golden_set__in=sets).prefetch_related("qrels").order_by("pk")
+    if split != "all":
+        questions = questions.filter(split=split)
+    cases = [
+        AnswerCase(
+            q.qid, q.text, tuple(q.expected_keywords or ()),
+            frozenset(r.document_id for r in q.qrels.all() if r.relevance > 0),
+            q.expected_shortcut, q.category,
+        )
+        for q in questions
+    ]
+    return [c for c in cases if c.keywords or c.relevant_docs or c.expected_shortcut]
+
+
+def chat_asker(kb: KnowledgeBase, user: Any, *, llm: Any = None, conversations: list[int]) -> Ask:
+    """Ask like the API: a fresh session per question, the KB named, the default options."""
+
+    def ask(question: str) -> ChatResult:
+        request = ChatRequest(user, None, question, ChatOptions(kb_slug=kb.slug))
+        result = run_chat(request, emit=lambda event: None, llm=llm)
+        conversations.append(result.conversation_id)
+        return result
+
+    return ask
+
+
+def evaluate_answers(
+    cases: Sequence[AnswerCase], ask: Ask, *, chunk_text: Callable[[int], str], config: dict[str, Any]
+) -> AnswerEvaluation:
+    """Ask every case (after one warm-up) and score the answers."""
+    if cases:
+        ask(cases[0].question)  # warm-up: indexes, dictionaries, the embedder
+    outcomes = []
+    for case in cases:
+        started = time.perf_counter()
+        result = ask(case.question)
+        ms = (time.perf_counter() - started) * 1000
+        outcomes.append(score_answer(case, result, ms, chunk_text))
+    return AnswerEvaluation(outcomes, summarise(outcomes), _latency([o.ms for o in outcomes]), config)
+
+
+def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str]) -> AnswerOutcome:
+    """Score one answer against its golden case."""
+    answer = result.answer.casefold()
+    missing = [k for k in case.keywords if k.casefold() not in answer]
+    cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}
+    valid = sum(
+        1 for c in result.citations
+        if c.get("chunk_id") and verify_quote(str(c.get("quote", "")), chunk_text(int(c["chunk_id"])))[0]
+    )
+    shortcut = result.shortcut or "none"
+    outcome = AnswerOutcome(
+        case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
+        keyword_pass=(not missing) if case.keywords else None,
+        source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs else None,
+        citations=len(result.citations), citations_valid=valid,
+        route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
+    )
+    if missing:
+        outcome.why.append(f"missing keywords {missing}")
+    if outcome.source_pass is False:
+        outcome.why.append("no relevant document cited")
+    if outcome.route_ok is False:
+        outcome.why.append(f"shortcut {shortcut}, expected {case.expected_shortcut}")
+    if valid < outcome.citations:
+        outcome.why.append(f"{outcome.citations - valid} citation(s) not found in their chunk")
+    return outcome
+
+
+def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
+    """The four rates over the questions each applies to (None when it applies to none)."""
+    citations = sum(o.citations for o in outcomes)
+    return {
+        "keyword_pass": _rate([o.keyword_pass for o in outcomes]),
+        "source_pass": _rate([o.source_pass for o in outcomes]),
+        "citation_valid": round(sum(o.citations_valid for o in outcomes) / citations, 4) if citations else None,
+        "route_accuracy": _rate([o.route_ok for o in outcomes]),
+    }
+
+
+def save_answer_run(kb: KnowledgeBase, evaluation: AnswerEvaluation, *, golden_set: GoldenSet | None, split: str) -> EvaluationRun:
+    """Store the run with its configuration snapshot and every question's outcome."""
+    return EvaluationRun.objects.create(
+        kb=kb, golden_set=golden_set, mode="answers", split=split, questions=len(evaluation.outcomes),
+        params=evaluation.config,
+        metrics={k: v for k, v in evaluation.metrics.items() if v is not None},
+        qps=round(len(evaluation.outcomes) / (sum(o.ms for o in evaluation.outcomes) / 1000), 3) if evaluation.outcomes else 0.0,
+        latency=evaluation.latency_ms,
+        per_question={o.qid: {k: v for k, v in asdict(o).items() if k not in ("qid",)} for o in evaluation.outcomes},
+    )
+
+
+def delete_conversations(ids: Sequence[int]) -> None:
+    """Remove the evaluation's conversations; their traces stay, for the failures' links."""
+    Conversation.objects.filter(pk__in=ids).delete()
+
+
+def chunk_text_from_db(chunk_id: int) -> str:
+    return Chunk.objects.filter(pk=chunk_id).values_list("text", flat=True).first() or ""
+
+
+def _is_cited(evidence: dict[str, Any], citations: Sequence[dict[str, Any]]) -> bool:
+    return any(c.get("chunk_id") == evidence.get("chunk_id") for c in citations if c.get("chunk_id"))
+
+
+def _rate(values: Sequence[bool | None]) -> float | None:
+    scored = [v for v in values if v is not None]
+    return round(sum(scored) / len(scored), 4) if scored else None
+
+
+def _latency(ms: Sequence[float]) -> dict[str, float]:
+    if not ms:
+        return {"p50": 0.0, "p95": 0.0}
+    ordered = sorted(ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"p50": round(statistics.median(ordered), 1), "p95": round(p95, 1)}
+
+
+def _trace_url(trace_id: str) -> str:
+    return reverse("trace-detail", args=[trace_id]) if trace_id else ""
+
+
+def answer_config(kb: KnowledgeBase, llm: Any) -> dict[str, Any]:
+    """What the answers depend on, stored with the run: generator, embedder, retrieval settings."""
+    from knowledge.retrieval import params_for_kb
+
+    from .runner import params_snapshot
+
+    providers = [f"{p.name}:{getattr(p, 'model', '')}" for p in getattr(llm, "providers", ())]
+    return {
+        "generator": " → ".join([*providers, "extractive"]),
+        "embedder": kb.embedder or "",
+        "retrieval": params_snapshot(params_for_kb(kb)),
+        "chat": asdict(ChatOptions(kb_slug=kb.slug)),
+    }

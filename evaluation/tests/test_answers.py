@@ -1,0 +1,101 @@
+"""manage.py evaluate --answers: golden questions through the chat pipeline, answers scored."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import TestCase
+
+from chat.models import Conversation, Trace
+from evaluation.models import EvaluationRun, GoldenQuestion
+from knowledge.ingest import submit_document
+from knowledge.tasks import enqueue_ingestion
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOCS = {
+    "breaker.md": "# 1 Circuit breaker\n\nThe circuit breaker opens when more than 10% of calls fail within "
+    "the window. It stays open for five minutes, then lets one probe through.",
+    "fusion.md": "# 1 Fusion\n\nfactor | weight\ncosine | 35%\ntitle | 20%\n\nRRF uses the constant k = 60.",
+}
+GOLDEN = {
+    "name": "answers",
+    "questions": [
+        {"id": "a1", "question": "When does the circuit breaker open?", "relevant": {"breaker.md": 2},
+         "expected_keywords": ["10%"], "expected_shortcut": None},
+        {"id": "a2", "question": "What weight does the cosine factor get?", "relevant": {"fusion.md": 2},
+         "expected_keywords": ["35%"]},
+        {"id": "a3", "question": "What is the boiling point of ethanol?", "relevant": {},
+         "expected_keywords": [], "expected_shortcut": "C"},
+        # The documents do not say this: a failure the report must show with its trace.
+        {"id": "a4", "question": "How long does the circuit breaker stay open?", "relevant": {"fusion.md": 2},
+         "expected_keywords": ["ten minutes"]},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture
+def answers_kb(kb, tmp_path):
+    for name, text in DOCS.items():
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            submit_document(kb, name, text.encode(), enqueue=enqueue_ingestion)
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps(GOLDEN), encoding="utf-8")
+    call_command("import_dataset", "--format", "golden", str(path), "--kb", kb.slug, stdout=io.StringIO())
+    return kb
+
+
+def _evaluate(*args) -> tuple[str, int]:
+    out = io.StringIO()
+    try:
+        call_command("evaluate", *args, stdout=out, stderr=out)
+    except SystemExit as exit_:
+        return out.getvalue(), exit_.code
+    return out.getvalue(), 0
+
+
+def test_it_imports_a_not_found_question_with_its_expected_shortcut(answers_kb):
+    stored = dict(GoldenQuestion.objects.values_list("qid", "expected_shortcut"))
+    assert stored == {"a1": "none", "a2": "", "a3": "C", "a4": ""}
+
+
+def test_it_scores_answers_and_writes_the_json_contract(answers_kb, tmp_path):
+    path = tmp_path / "answers.json"
+
+    out, code = _evaluate("--kb", answers_kb.slug, "--answers", "--json", str(path))
+
+    assert code == 0, out
+    report = json.loads(path.read_text())
+    assert set(report["metrics"]) == {"keyword_pass", "source_pass", "citation_valid", "route_accuracy"}
+    assert set(report["latency_ms"]) == {"p50", "p95"}
+    # a1, a2 hold their keyword, a4 does not; a3 expects none.
+    assert report["metrics"]["keyword_pass"] == pytest.approx(2 / 3, abs=1e-4)
+    # a1 and a3 state a shortcut: none and C, both taken.
+    assert report["metrics"]["route_accuracy"] == 1.0
+    assert report["metrics"]["citation_valid"] == 1.0
+    (failure,) = report["failures"]
+    assert failure["question"] == "How long does the circuit breaker stay open?"
+    assert "missing keywords ['ten minutes']" in failure["why"]
+    assert Trace.objects.filter(trace_id=failure["trace_id"]).exists()
+    assert failure["trace_url"] == f"/traces/{failure['trace_id']}/"
+
+
+def test_it_stores_the_run_with_its_configuration_and_leaves_no_conversations(answers_kb):
+    _evaluate("--kb", answers_kb.slug, "--answers")
+
+    run = EvaluationRun.objects.get()
+    assert run.mode == "answers" and run.questions == 4
+    assert run.params["generator"] == "extractive" and run.params["retrieval"]["mode"]
+    assert run.per_question["a3"]["shortcut"] == "C"
+    assert not Conversation.objects.exists()
+
+
+def test_it_exits_1_under_a_threshold_and_rejects_retrieval_metrics(answers_kb):
+    out, code = _evaluate("--kb", answers_kb.slug, "--answers", "--fail-under", "keyword_pass=0.9")
+    assert code == 1 and "below threshold: keyword_pass" in out
+
+    with pytest.raises(Exception, match="unknown metric 'ndcg@10'"):
+        call_command("evaluate", "--kb", answers_kb.slug, "--answers", "--fail-under", "ndcg@10=0.5")
