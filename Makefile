@@ -21,6 +21,7 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) manage.py setup_demo
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/demo-golden.json --kb docs
+	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-answers.json --kb docs
 	@echo "Serving on http://127.0.0.1:$(PORT)/"
 	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) agentic_rag.asgi:application
 

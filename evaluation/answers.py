@@ -137,22 +137,23 @@ def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Ca
     answer = result.answer.casefold()
     missing = [k for k in case.keywords if k.casefold() not in answer]
     cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}
-    valid = sum(
-        1 for c in result.citations
-        if c.get("chunk_id") and verify_quote(str(c.get("quote", "")), chunk_text(int(c["chunk_id"])))[0]
-    )
+    # Citations of KB chunks: a tool's output is not a chunk to look the quote up in.
+    kb_citations = [c for c in result.citations if c.get("chunk_id")]
+    valid = sum(verify_quote(str(c.get("quote", "")), chunk_text(int(c["chunk_id"])))[0] for c in kb_citations)
     shortcut = result.shortcut or "none"
     outcome = AnswerOutcome(
         case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
         keyword_pass=(not missing) if case.keywords else None,
         source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs else None,
-        citations=len(result.citations), citations_valid=valid,
+        citations=len(kb_citations), citations_valid=valid,
         route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
     )
     if missing:
         outcome.why.append(f"missing keywords {missing}")
     if outcome.source_pass is False:
-        outcome.why.append("no relevant document cited")
+        shown = {e.get("doc_id") for e in result.evidence} & case.relevant_docs
+        # Which stage to look at: retrieval found nothing relevant, or the answer left it out.
+        outcome.why.append("no relevant document cited" + ("" if shown else " (none in the evidence)"))
     if outcome.route_ok is False:
         outcome.why.append(f"shortcut {shortcut}, expected {case.expected_shortcut}")
     if valid < outcome.citations:

@@ -27,7 +27,8 @@ Similarity = Callable[[str, str], float]
 Expand = Callable[[str], list[str]]
 
 _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
-    "time": re.compile(r"多久|多长时间|什么时候|何时|耗时|延迟|超时|\bhow long\b|\bwhen\b|\blatency\b|\btimeout\b|\bttl\b|\bp50\b|\bp95\b", re.I),
+    # "when"/"什么时候" often asks for a condition ("when does the breaker open?"), not a time
+    "time": re.compile(r"多久|多长时间|耗时|延迟|超时|\bhow long\b|\blatency\b|\btimeout\b|\bttl\b|\bp50\b|\bp95\b", re.I),
     "threshold": re.compile(r"阈值|门槛|门控|条件|上限|下限|至少|最多|\bthreshold|\bcut-?off\b|\blimit\b|\bminimum\b|\bmaximum\b|\btrigger", re.I),
     "number": re.compile(
         r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
@@ -37,14 +38,18 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
 }
 _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
-    "time": re.compile(r"\d+(?:\.\d+)?\s*(?:ms|s|秒|毫秒|分钟|min(?:ute)?s?|h|小时|天|days?|hours?|seconds?)\b|\d+\s*(?:毫秒|秒|分钟|小时|天)"),
+    "time": re.compile(
+        r"\d+(?:\.\d+)?\s*(?:ms|s|min(?:ute)?s?|h|days?|hours?|seconds?)\b|[\d一二三四五六七八九十百两]+\s*(?:毫秒|秒|分钟|小时|天)"
+    ),
     "threshold": re.compile(r"[<>≤≥]=?\s*\d|\d+(?:\.\d+)?\s*(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below|\b\d+(?:\.\d+)?\b"),
-    "number": re.compile(r"\d"),
+    # a number standing alone ("k = 60", "0.7", "35%"), not digits inside a name (BM25, e5, S7)
+    "number": re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?(?![A-Za-z_\d])"),
     "list": re.compile(r"[、,，;；]|\band\b"),
     "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
     "how": re.compile(r"."),
 }
 MAX_TABLE_ROWS = 6
+CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
 _QUESTION_END = re.compile(r"[?？]\s*[”\"'」]*\s*$")
@@ -65,7 +70,10 @@ class ReaderOptions:
     max_units: int = 3
     max_chars: int = 600
     # A unit (with its section title) must cover this share of the question's term weight.
-    min_coverage: float = 0.3
+    # Low on purpose: the chat's gate has already refused evidence that holds less than half
+    # of the question's words; here words of the question's phrasing ("allowed", "values")
+    # that no passage uses weigh as much as the rarest term.
+    min_coverage: float = 0.2
     companion_ratio: float = 0.65  # a second or third unit must score this share of the best
     rank_decay: float = 0.15
 
@@ -114,29 +122,50 @@ def read(
     expand: Expand | None = None,
     options: ReaderOptions = DEFAULT_OPTIONS,
 ) -> Reading:
-    """Choose the units of passages that answer question, best first."""
-    types = expected_answer_types(question)
-    asked = [*(expand(question) if expand else [question]), *_parts(question)]
-    variants = [set(tokenize(q)) for q in asked]
-    variants = [terms for terms in variants if terms] or [set()]
+    """Choose the units of passages that answer question, best first.
+
+    A compound question ("何时打开？半开时做什么？") is read once whole, then once per part,
+    each part adding its best unit, so every part gets an answer.
+    """
     units = [(p, u, frozenset(tokenize(u.text))) for p in passages for u in split_units(p.text)]
     weights = _idf([terms for _, _, terms in units])
+    picks = _read_one(question, units, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
+    for part in _parts(question):
+        best = _read_one(part, units, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)[:1]
+        if best and len(picks) < options.max_units and all(best[0].unit.text != p.unit.text for p in picks):
+            picks.append(best[0])
+    return Reading(tuple(picks), expected_answer_types(question))
+
+
+def _read_one(
+    question: str, units: Sequence[tuple[Passage, Unit, frozenset[str]]], weights: Counter[str], *,
+    tokenize: Tokenize, similarity: Similarity | None, expand: Expand | None, options: ReaderOptions,
+) -> list[Pick]:
+    types = expected_answer_types(question)
+    variants = [set(tokenize(q)) for q in (expand(question) if expand else [question])]
+    variants = [terms for terms in variants if terms] or [set()]
+    previous = {(id(p), u.position): terms for p, u, terms in units}
     wants_code = _ASKS_FOR_CODE.search(question) is not None
-    sections = {p.doc_id: frozenset(tokenize(p.section)) for p in passages}
+    sections = {id(p): frozenset(tokenize(p.section)) for p, _, _ in units}
     scored = [
-        _score(question, p, u, terms, sections[p.doc_id], variants, weights, types,
-               wants_code=wants_code, similarity=similarity, options=options)
+        _score(question, p, u, terms, sections[id(p)], variants, weights, types,
+               wants_code=wants_code, similarity=similarity, options=options,
+               before=previous.get((id(p), u.position - 1), frozenset()))
         for p, u, terms in units
     ]
-    return Reading(tuple(_compose(scored, variants[0], types, options, wants_code=wants_code)), types)
+    return _compose(scored, variants[0], types, options, wants_code=wants_code)
 
 
 def _score(
     question: str, passage: Passage, unit: Unit, terms: frozenset[str], section: frozenset[str],
     variants: list[set[str]], weights: Counter[str], types: frozenset[str], *,
-    wants_code: bool, similarity: Similarity | None, options: ReaderOptions,
+    wants_code: bool, similarity: Similarity | None, options: ReaderOptions, before: frozenset[str] = frozenset(),
 ) -> _Scored:
     coverage = max(_coverage(q, terms, section, weights) for q in variants)
+    # A sentence continues the one before it: "…与向量两路混合。默认 RRF 融合（向量 0.7 / BM25 0.3）"
+    # answers "混合检索的权重" with its second sentence, which names neither.
+    context = max(_coverage(q, before - terms, frozenset(), weights) for q in variants)
+    coverage = min(1.0, coverage + CONTEXT_SHARE * context)
     score = coverage
     if max(_coverage(q, frozenset(), section, weights) for q in variants) >= 0.15:
         score *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"

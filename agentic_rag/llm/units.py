@@ -21,9 +21,10 @@ _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
 _QUOTE_MARK = re.compile(r"^\s*>\s?")
-# A sentence ends after 。！？；!? (with closing quotes), or after a full stop followed by
-# space or the end (so 3.5 and example.com stay whole).
-_SENTENCE_END = re.compile(r"""[。！？；!?]+[”’」』"')\]]*|\.+[”’"')\]]*(?=\s|$)""")
+# A sentence ends after 。！？!? (with closing quotes), or after a full stop followed by
+# space or the end (so 3.5 and example.com stay whole). Not at "；": the clauses it joins
+# share their subject ("全栈（设置 REDIS_URL）：任务进入 Redis 队列；进度经 Redis 送达").
+_SENTENCE_END = re.compile(r"""[。！？!?]+[”’」』"')\]]*|\.+[”’"')\]]*(?=\s|$)""")
 # Lines that are commands, code or data rather than prose: a shell prompt or a command
 # name first, a JSON/code shape, or a line continued with a backslash.
 _COMMAND = re.compile(
@@ -68,14 +69,29 @@ def split_units(text: str) -> list[Unit]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split one line of Chinese or English text into stripped sentences, each a substring."""
+    """Split one line of Chinese or English text into stripped sentences, each a substring.
+
+    Never inside brackets: "按句末标点（。！？ 及英文句号）切分" is one sentence.
+    """
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
+        if _bracket_depth(text, start, match.start()) > 0:
+            continue
         sentences.append(text[start : match.end()].strip())
         start = match.end()
     sentences.append(text[start:].strip())
     return [sentence for sentence in sentences if sentence]
+
+
+def _bracket_depth(text: str, start: int, end: int) -> int:
+    depth = 0
+    for char in text[start:end]:
+        if char in "（(":
+            depth += 1
+        elif char in "）)" and depth:
+            depth -= 1
+    return depth
 
 
 def strip_markdown(line: str) -> str:

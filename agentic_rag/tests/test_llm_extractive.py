@@ -173,7 +173,8 @@ def test_it_wraps_its_answer_as_json_when_asked():
         ),
         (
             "第一句。第二句！第三句？第四句；“引号。”结尾",
-            ["第一句。", "第二句！", "第三句？", "第四句；", "“引号。”", "结尾"],
+            # "；" joins clauses of one sentence: they stay together
+            ["第一句。", "第二句！", "第三句？", "第四句；“引号。”", "结尾"],
         ),
     ],
 )
