@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_rag.llm import CompletionOptions, LLMError, Message
+from chat.tools import calculator
 
 from .collaborators import Cache, model_json
 from .state import Turn
@@ -79,14 +80,16 @@ _SYSTEM_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("ack", r"好的|好|嗯|嗯嗯|明白了|知道了|了解|ok|okay|got it|great|cool|nice|i see"),
     )
 )
-_GREETING_PREFIX = re.compile(r"^(?:你好|您好|嗨|hi|hello|hey)[\s,，!！.。~]+", re.IGNORECASE)
+_GREETING_PREFIX = re.compile(
+    r"^(?:你好|您好|嗨|哈喽|(?:hi|hello|hey)(?: there)?|good (?:morning|afternoon|evening))[\s,，!！.。~]+", re.IGNORECASE
+)
 _TRAILING = re.compile(r"[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
 
 # Tool keywords (seed 000 §1.3); only tools the channel offers are matched.
 TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
-        "weather": r"天气|气温|\bweather\b|\btemperature\b|\bforecast\b",
+        "weather": r"天气|气温|\bweather\b|\btemperature\b|\bforecast\b|下雨|下雪",
         "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
         "ticket": r"工单|\btickets?\b|\bTKT-\d+",
         "calculator": (
@@ -99,9 +102,26 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
             r"local time|today'?s date|what day is"
         ),
         "currency": r"汇率|兑换|美元|人民币|exchange rate|\b(?:usd|eur|cny|rmb|jpy|gbp)\b",
-        "system_metrics": r"\bQPS\b|延迟|\bCPU\b|内存|\blatency\b|memory usage",
+        "system_metrics": r"\bQPS\b|延迟|\bCPU\b|内存|负载|\blatency\b|\bmemory\b|\bload\b|requests? per second",
         "knowledge_lookup": r"查询|搜索|查找",
     }.items()
+}
+
+# Tools whose keywords are also words the documents use ("the global rate limit in QPS", "the
+# temperature for creative tasks"): a message names them only when it asks for live data, now
+# or about this deployment ("what is the current QPS?", "明天北京气温"); otherwise it is a question
+# for the knowledge base, and the tool must not answer it with this server's numbers.
+LIVE_ONLY: dict[str, re.Pattern[str]] = {
+    "system_metrics": re.compile(
+        r"当前|现在|目前|实时|此刻|这台|本机|系统(?:的)?(?:负载|延迟|内存)|\b(?:current(?:ly)?|now|right now|live|"
+        r"at the moment|this (?:server|deployment|machine|instance|process))\b",
+        re.IGNORECASE,
+    ),
+    "weather": re.compile(
+        r"天气|今天|明天|后天|现在|当前|本周|下雨|下雪|[\u4e00-\u9fff]{2,}(?:市|的)?(?:气温|温度)|\b(?:weather|forecast|today|"
+        r"tomorrow|tonight|now|current(?:ly)?|outside|this week)\b|\bin [A-Z][a-z]+",
+        re.IGNORECASE,
+    ),
 }
 
 # Keywords that only say "work it out" or "look it up". When a message also names a more
@@ -129,16 +149,32 @@ def rule_intents(message: str, history: Sequence[Turn] = (), tools: frozenset[st
     for topic, pattern in _SYSTEM_RULES:
         if pattern.match(text):
             return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: {topic}")
-    text = _GREETING_PREFIX.sub("", text)
-    matched = _specific(
-        [name for name in sorted(tools) if name in TOOL_KEYWORDS and TOOL_KEYWORDS[name].search(text)], text
-    )
+    greeted = _GREETING_PREFIX.sub("", text)
+    if greeted != text:  # "hello, who are you?": the clause after the greeting decides
+        remainder = _TRAILING.sub("", greeted)
+        for topic, pattern in _SYSTEM_RULES:
+            if pattern.match(remainder):
+                return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: greeting, {topic}")
+    text = greeted
+    # The calculator reads the message as typed: trimming ")" would break "log(100)".
+    expression = _GREETING_PREFIX.sub("", message.strip())
+    matched = _specific([name for name in sorted(tools) if _names_tool(name, text, expression)], text)
     if matched:
         intents = tuple(Intent("TOOL", TOOL_CONFIDENCE, tool=name) for name in matched)
         return IntentResult(intents, "rules", "tool keywords: " + ", ".join(matched))
     if is_vague(text) and not history:
         return IntentResult((Intent("KB", VAGUE_CONFIDENCE),), "rules", "vague: nothing to search for")
     return IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "rules", "default")
+
+
+def _names_tool(name: str, text: str, expression: str) -> bool:
+    """Whether text asks for the tool: its keyword (and live data, where LIVE_ONLY says so), or,
+    for the calculator, an expression it can evaluate ("sqrt(144) + 2**3", "log(100)")."""
+    if name == "calculator" and calculator.extract(expression) is not None:
+        return True
+    if name not in TOOL_KEYWORDS or not TOOL_KEYWORDS[name].search(text):
+        return False
+    return name not in LIVE_ONLY or LIVE_ONLY[name].search(text) is not None
 
 
 def _specific(matched: list[str], text: str) -> list[str]:
