@@ -46,7 +46,12 @@ class PostProcessingParams:
 
 @dataclass(frozen=True)
 class DedupProcessor:
-    """Drop short texts and repeats by key or by md5 of the text's start, merging their hits."""
+    """Drop repeats by key or by md5 of the text's start, merging their hits; short texts last.
+
+    The seed drops texts under `min_chars` as fragments. A KB's only match may be that short
+    ("14 前卫 青岛中能青年队", a one-line note): dropping it lost the document, so a short
+    text goes after the others instead, where truncation drops it if longer ones answer.
+    """
 
     min_chars: int = 20
     prefix_chars: int = 300
@@ -57,9 +62,10 @@ class DedupProcessor:
         kept: list[Candidate] = []
         by_key: dict[str, Candidate] = {}
         by_hash: dict[str, Candidate] = {}
-        for candidate in candidates:
-            if len(candidate.text.strip()) < self.min_chars:
-                continue
+        texts = [(c, len(c.text.strip())) for c in candidates]
+        long = [c for c, length in texts if length >= self.min_chars]
+        short = [c for c, length in texts if 0 < length < self.min_chars]
+        for candidate in long + short:
             digest = hashlib.md5(candidate.text[: self.prefix_chars].encode()).hexdigest()
             first = by_key.get(candidate.key) or by_hash.get(digest)
             if first is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .document import Block, Heading, Section
 
@@ -61,7 +61,23 @@ def build_sections(blocks: list[Block]) -> tuple[Section, ...]:
         current, body = outline.enter(block), []
         chapters = (outline.chapter(1), outline.chapter(2)) if block.level else ("", "")
     _close_section(sections, current, chapters, body)
-    return tuple(sections)
+    return tuple(_with_bodiless_headings_as_text(sections))
+
+
+def _with_bodiless_headings_as_text(sections: list[Section]) -> list[Section]:
+    """A heading with no body and no subsections is its own text, so it is indexed, not lost.
+
+    ("14 前卫" on its own, a title page's last heading.) A heading that opens subsections
+    is indexed with each of them already (their chunks carry the chapter titles).
+    """
+    kept = []
+    for position, section in enumerate(sections):
+        following = sections[position + 1] if position + 1 < len(sections) else None
+        opens_subsections = following is not None and following.level > section.level
+        if not section.text and section.title and not opens_subsections:
+            section = replace(section, text=f"{section.index} {section.title}".strip())
+        kept.append(section)
+    return kept
 
 
 def _close_section(

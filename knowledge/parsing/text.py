@@ -28,7 +28,7 @@ def text_heading(line: str) -> Numbered | None:
 def text_blocks(lines: Iterable[str]) -> list[Block]:
     """Split lines into numbered headings and blank-line separated paragraphs."""
     lines = list(lines)
-    numbered = [text_heading(line) for line in lines]
+    numbered = _with_structure([text_heading(line) for line in lines], lines)
     levels = _levels_by_rank({n.rank for n in numbered if n is not None})
     blocks: list[Block] = []
     paragraph: list[str] = []
@@ -41,6 +41,29 @@ def text_blocks(lines: Iterable[str]) -> list[Block]:
             paragraph.append(line.rstrip())
     flush_paragraph(paragraph, blocks)
     return blocks
+
+
+def _with_structure(numbered: list[Numbered | None], lines: list[str]) -> list[Numbered | None]:
+    """Keep a numbered line as a heading only when body text or a subsection follows it.
+
+    "14 前卫 青岛中能青年队" followed by "15 中场 …" is a list, and "14 abc" alone is a
+    one-line note: read as headings, their text had no body and was lost.
+    """
+    kept: list[Numbered | None] = []
+    for position, heading in enumerate(numbered):
+        following = next(
+            ((numbered[i], lines[i]) for i in range(position + 1, len(lines)) if lines[i].strip()), None
+        )
+        if heading is not None and following is not None:
+            next_heading, _ = following
+            is_followed_by_body = next_heading is None
+            # an inner kind of heading ("第二章" then "一、", "1" then "1.1") opens a subsection
+            opens_subsection = next_heading is not None and next_heading.rank > heading.rank
+            heading = heading if is_followed_by_body or opens_subsection else None
+        elif heading is not None:
+            heading = None  # the last line: nothing follows it
+        kept.append(heading)
+    return kept
 
 
 def _levels_by_rank(ranks: set[int]) -> dict[int, int]:

@@ -39,14 +39,18 @@ def ids(candidates: list[Candidate]) -> list[int]:
     return [candidate.chunk_id for candidate in candidates]
 
 
-@pytest.mark.parametrize(
-    ("text", "kept"),
-    [("x" * 19, False), ("  " + "x" * 19 + "\n", False), ("x" * 20, True), ("", False)],
-)
-def test_it_drops_texts_under_twenty_chars(text, kept):
+@pytest.mark.parametrize(("text", "kept"), [("", False), ("  \n", False), ("14 abc", True), ("x" * 20, True)])
+def test_it_drops_empty_texts_and_keeps_short_ones(text, kept):
     result = DedupProcessor().process([make_candidate(1, text=text)], CONTEXT)
 
     assert ids(result) == ([1] if kept else [])
+
+
+def test_it_puts_texts_under_twenty_chars_after_the_others():
+    short = make_candidate(1, 0.9, text="x" * 19)
+    long = make_candidate(2, 0.5, text="a longer chunk that answers the question")
+
+    assert ids(DedupProcessor().process([short, long], CONTEXT)) == [2, 1]
 
 
 def test_it_merges_repeats_of_a_key_into_the_first():
