@@ -51,7 +51,7 @@ def test_a_heading_that_opens_subsections_stays_a_heading():
 
 
 def test_a_markdown_heading_without_body_is_indexed_as_its_own_text():
-    doc = parse_document("notes.md", "# Notes\n\n## 1 Intro\n\nHello.\n\n## 2 Closing remarks\n".encode())
+    doc = parse_document("notes.md", b"# Notes\n\n## 1 Intro\n\nHello.\n\n## 2 Closing remarks\n")
     closing = next(s for s in doc.sections if s.title == "Closing remarks")
     assert closing.text == "2 Closing remarks"
 
