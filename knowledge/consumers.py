@@ -11,7 +11,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
 from .models import DocumentStatus, KnowledgeBase
-from .progress import kb_group_name
+from .progress import background_indexing, kb_group_name
 from .views import DETAIL
 
 FINISHED = {DocumentStatus.READY, DocumentStatus.FAILED}
@@ -49,6 +49,9 @@ class KnowledgeBaseConsumer(AsyncWebsocketConsumer):
         if event["status"] in FINISHED:
             await self.send(text_data=await _render_counts(self.kb))
 
+    async def kb_background(self, event: dict) -> None:
+        await self.send(text_data=await _render_background(self.kb))
+
     async def _send_table(self) -> None:
         # One fragment per message: table parts parse alone, not beside other elements.
         await self.send(text_data=await _render_rows(self.kb, self.can_write))
@@ -82,3 +85,9 @@ def _render_rows(kb: KnowledgeBase, can_write: bool) -> str:
 def _render_counts(kb: KnowledgeBase) -> str:
     context = {"kb": kb, "counts": kb.document_counts(), "oob_counts": True}
     return render_to_string(f"{DETAIL}#kb-counts", context).strip()
+
+
+@database_sync_to_async
+def _render_background(kb: KnowledgeBase) -> str:
+    context = {"kb": kb, "background": background_indexing(kb.pk), "oob_background": True}
+    return render_to_string(f"{DETAIL}#kb-background", context).strip()

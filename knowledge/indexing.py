@@ -53,8 +53,28 @@ def embed_stage(run: IngestionRun) -> None:
 
 
 def index_stage(run: IngestionRun) -> None:
+    """Write the version's entries under the embedder the KB searches with at this moment.
+
+    The KB row is locked, so a switch to another embedder (reembed_knowledge_base) happens
+    wholly before or after: before, the vectors made with the old embedder are made again
+    with the new one; after, the switch's catch-up embeds these chunks. A document is never
+    left under an embedder its KB no longer searches with.
+    """
     embedder_name, vectors = run.vectors
-    SearchEntry.objects.bulk_create(_entries(run.stored, vectors, embedder_name), batch_size=500)
+    with transaction.atomic():
+        current = _lock_embedder(run.document.kb_id)
+        if current and current != embedder_name:
+            log.info("%s: the KB moved to %s while it was embedded with %s; embedding again",
+                     run.document.name, current, embedder_name)
+            vectors = embed_unique(get_embedder(current), [index_text(chunk) for chunk in run.stored])
+            embedder_name = current
+        entries = _entries(run.stored, vectors, embedder_name)
+        SearchEntry.objects.bulk_create(entries, batch_size=500, ignore_conflicts=True)
+
+
+def _lock_embedder(kb_id: int) -> str:
+    """The KB's embedder, its row locked until the transaction ends (SQLite: the database)."""
+    return KnowledgeBase.objects.select_for_update().values_list("embedder", flat=True).get(pk=kb_id)
 
 
 def _entries(chunks: Sequence[Chunk], vectors: np.ndarray, embedder_name: str) -> list[SearchEntry]:
@@ -100,13 +120,21 @@ def reembed_knowledge_base(
         SearchEntry.objects.bulk_create(_entries(batch, vectors, embedder.name), ignore_conflicts=True)
         done += len(batch)
         on_batch(done, total)
-    kb.refresh_from_db(fields=["embedder"])
-    if kb.embedder != embedder.name or done:
-        with transaction.atomic():
+    with transaction.atomic():
+        previous = _lock_embedder(kb.pk)
+        # Chunks that ingestion stored since the last batch: embedded here, under the lock
+        # index_stage takes too, so none is switched away from (see index_stage).
+        late = list(Chunk.objects.filter(kb=kb).exclude(search_entries__embedder=embedder.name).order_by("pk"))
+        if late:
+            vectors = embed_unique(embedder, [index_text(chunk) for chunk in late])
+            SearchEntry.objects.bulk_create(_entries(late, vectors, embedder.name), ignore_conflicts=True)
+            done += len(late)
+            on_batch(done, done)
+        if previous != embedder.name or done:
             KnowledgeBase.objects.filter(pk=kb.pk).update(embedder=embedder.name)
             SearchEntry.objects.filter(kb=kb).exclude(embedder=embedder.name).delete()
             kb.bump_content_version()
-        kb.embedder = embedder.name
+    kb.embedder = embedder.name
     if done:
         refresh_planner_statistics()
     log.info("embedded %s chunks of %s with %s", done, kb.slug, embedder.name)

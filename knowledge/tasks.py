@@ -11,7 +11,7 @@ from agentic_rag.embeddings import get_embedder
 from .indexing import reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
 from .models import DocumentStatus, KnowledgeBase
-from .progress import publish_progress
+from .progress import BackgroundIndexing, publish_background_indexing, publish_progress
 
 
 class IngestionTask(Task):
@@ -48,9 +48,14 @@ def upgrade_embeddings(kb_id: int) -> int:
     lock = f"upgrade-embeddings-{kb_id}"
     if target is None or not cache.add(lock, 1, timeout=6 * 3600):
         return 0
+    def progress(done: int, total: int) -> None:
+        publish_background_indexing(BackgroundIndexing(kb.pk, target, done, total), kb.pk)
+
     try:
-        return reembed_knowledge_base(kb, get_embedder(target))
+        progress(0, 0)
+        return reembed_knowledge_base(kb, get_embedder(target), on_batch=progress)
     finally:
+        publish_background_indexing(None, kb.pk)
         cache.delete(lock)
 
 

@@ -18,6 +18,7 @@ from .forms import KnowledgeBaseCreateForm, KnowledgeBaseSettingsForm, UploadFor
 from .ingest import SubmitOutcome, check_upload, delete_document, request_reingest, submit_document
 from .models import Chunk, Document, DocumentStatus, KnowledgeBase
 from .parsing import SUPPORTED_EXTENSIONS
+from .progress import background_indexing
 from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
@@ -58,6 +59,7 @@ def _detail_context(request: HttpRequest, kb: KnowledgeBase, **extra) -> dict:
         "max_upload_mb": settings.MAX_UPLOAD_MB,
         "max_upload_files": settings.DATA_UPLOAD_MAX_NUMBER_FILES,
         "form": UploadForm(),
+        "background": background_indexing(kb.pk),
         **extra,
     }
 
