@@ -36,7 +36,7 @@ Ask = Callable[[str], ChatResult]
 class AnswerCase:
     qid: str
     question: str
-    keywords: tuple[str, ...]
+    keywords: tuple[str | list[str], ...]  # a list: alternatives, any one will do
     relevant_docs: frozenset[int]  # documents with a positive grade
     expected_shortcut: str = ""  # "none", "A", "B", "C" or "" (not stated)
     category: str = ""
@@ -135,7 +135,7 @@ def evaluate_answers(
 def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str]) -> AnswerOutcome:
     """Score one answer against its golden case."""
     answer = result.answer.casefold()
-    missing = [k for k in case.keywords if k.casefold() not in answer]
+    missing = [k for k in case.keywords if not any(a.casefold() in answer for a in _alternatives(k))]
     cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}
     # Citations of KB chunks: a tool's output is not a chunk to look the quote up in.
     kb_citations = [c for c in result.citations if c.get("chunk_id")]
@@ -191,6 +191,10 @@ def delete_conversations(ids: Sequence[int]) -> None:
 
 def chunk_text_from_db(chunk_id: int) -> str:
     return Chunk.objects.filter(pk=chunk_id).values_list("text", flat=True).first() or ""
+
+
+def _alternatives(keyword: str | list[str]) -> list[str]:
+    return keyword if isinstance(keyword, list) else [keyword]
 
 
 def _is_cited(evidence: dict[str, Any], citations: Sequence[dict[str, Any]]) -> bool:

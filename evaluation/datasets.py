@@ -42,7 +42,8 @@ class Question:
     text: str
     relevant: dict[str, int]  # passage id -> graded relevance
     reference_answer: str = ""
-    expected_keywords: tuple[str, ...] = ()
+    # each a string, or a list of alternatives any one of which will do ("encrypted", "加密")
+    expected_keywords: tuple[str | list[str], ...] = ()
     category: str = ""
     # "none" (answered), "A", "B" or "C"; blank when the set does not say
     expected_shortcut: str = ""
@@ -172,7 +173,8 @@ def read_golden(path: Path, *, limit_docs: int | None = None) -> Dataset:
     """Read questions about documents a KB already holds (relevant: document name -> grade).
 
     {"name": ..., "questions": [{"id", "question", "relevant": {"doc.md": 2}, "category"?,
-    "expected_keywords"?, "reference_answer"?, "expected_shortcut"?}]}. `expected_shortcut`
+    "expected_keywords"?, "reference_answer"?, "expected_shortcut"?}]}. A keyword may be a
+    list of alternatives, any one of which an answer may hold. `expected_shortcut`
     is null for a question the chat should answer, or "A", "B", "C"; a question expecting a
     shortcut may have no relevant documents ("not found" questions). Nothing is ingested:
     `limit_docs` has no meaning here and is ignored.
@@ -202,13 +204,18 @@ def _golden_question(path: Path, n: int, item: Any) -> Question:
     return Question(
         qid, text.strip(), {str(name): grade for name, grade in relevant.items()},
         reference_answer=str(item.get("reference_answer") or ""),
-        expected_keywords=tuple(str(k) for k in item.get("expected_keywords") or ()),
+        expected_keywords=tuple(_keyword(k) for k in item.get("expected_keywords") or ()),
         category=str(item.get("category") or ""),
         expected_shortcut=shortcut,
     )
 
 
 SHORTCUTS_WITHOUT_SOURCES = frozenset({"A", "B", "C"})
+
+
+def _keyword(value: Any) -> str | list[str]:
+    """A keyword, or alternatives for it: an English answer may say "encrypted" for "加密"."""
+    return [str(v) for v in value] if isinstance(value, list) else str(value)
 
 
 def _expected_shortcut(where: str, item: dict) -> str:

@@ -36,7 +36,12 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "list": re.compile(r"哪些|哪几|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
+    "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),
 }
+# Words that name the kind of answer, not its subject: "Which environment variable sets the
+# upload limit?" is about the upload limit; a sentence about environment variables in
+# general shares the words and misses the point.
+_ANSWER_KIND_WORDS = re.compile(r"环境变量|\benvironment variables?\b|\benv vars?\b", re.I)
 _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "time": re.compile(
         r"\d+(?:\.\d+)?\s*(?:ms|s|min(?:ute)?s?|h|days?|hours?|seconds?)\b|[\d一二三四五六七八九十百两]+\s*(?:毫秒|秒|分钟|小时|天)"
@@ -47,6 +52,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "list": re.compile(r"[、,，;；]|\band\b"),
     "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
     "how": re.compile(r"."),
+    "identifier": re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
 }
 MAX_TABLE_ROWS = 6
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
@@ -142,7 +148,8 @@ def _read_one(
     tokenize: Tokenize, similarity: Similarity | None, expand: Expand | None, options: ReaderOptions,
 ) -> list[Pick]:
     types = expected_answer_types(question)
-    variants = [set(tokenize(q)) for q in (expand(question) if expand else [question])]
+    subject = _ANSWER_KIND_WORDS.sub(" ", question) if "identifier" in types else question
+    variants = [set(tokenize(q)) for q in (expand(subject) if expand else [subject])]
     variants = [terms for terms in variants if terms] or [set()]
     previous = {(id(p), u.position): terms for p, u, terms in units}
     wants_code = _ASKS_FOR_CODE.search(question) is not None

@@ -34,6 +34,8 @@ _COMMAND = re.compile(
 )
 _NUMBER = re.compile(r"^[\d.,%~<>≤≥+-]+$")
 _CODE_CHARS = re.compile(r"[{}();=<>$\\/_`]")
+_JSON_KEYS = re.compile(r'"[\w-]+"\s*:')
+_BARE_REPLY = re.compile(r"^(?:能|不能|可以|不可以|会|不会|是|不是|否|对|不|yes|no|right)[。.！!]$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,20 @@ def split_units(text: str) -> list[Unit]:
         if kind == "row":
             units.append(Unit(line, len(units), kind, is_code_like(line), tables))
             continue
-        for piece in split_sentences(line):
+        for piece in _join_bare_replies(split_sentences(line)):
             units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code_like(piece)))
     return units
+
+
+def _join_bare_replies(sentences: list[str]) -> list[str]:
+    """"不能。" or "Yes." alone says nothing; it belongs with the sentence that explains it."""
+    joined: list[str] = []
+    for sentence in sentences:
+        if joined and _BARE_REPLY.match(joined[-1]):
+            joined[-1] = f"{joined[-1]}{'' if has_cjk(joined[-1]) else ' '}{sentence}"
+        else:
+            joined.append(sentence)
+    return joined
 
 
 def split_sentences(text: str) -> list[str]:
@@ -104,7 +117,7 @@ def strip_markdown(line: str) -> str:
 
 def is_code_like(text: str) -> bool:
     """Whether a unit is a command, code or a data literal rather than prose."""
-    if _COMMAND.search(text):
+    if _COMMAND.search(text) or len(_JSON_KEYS.findall(text)) >= 2:
         return True
     letters = sum(ch.isalpha() for ch in text)
     return len(text) >= 12 and len(_CODE_CHARS.findall(text)) > max(4, letters // 4)

@@ -135,3 +135,34 @@ def test_the_section_title_counts_for_its_units():
 )
 def test_a_sentence_addresses_a_question_when_it_shares_its_content_and_adds_to_it(sentence, addresses):
     assert addresses_question("When does the breaker open?", sentence, simple_tokenize) is addresses
+
+
+def test_a_bare_yes_or_no_stays_with_the_sentence_that_explains_it():
+    units = [u.text for u in split_units("不能。加密 PDF 会单独失败。Yes. It works offline.")]
+    assert units == ["不能。加密 PDF 会单独失败。", "Yes. It works offline."]
+
+
+def test_a_json_line_is_data_not_prose():
+    assert is_code_like('"failed": [{"path": "bad.pdf", "error": "PDF is encrypted"}]}')
+
+
+def test_sentences_do_not_end_inside_brackets():
+    text = "子块约 200–400 个汉字，按句末标点（。！？ 及英文句号等）切分。相邻子块有重叠。"
+    assert [u.text for u in split_units(text)] == [
+        "子块约 200–400 个汉字，按句末标点（。！？ 及英文句号等）切分。", "相邻子块有重叠。",
+    ]
+
+
+def test_asked_for_an_environment_variable_it_answers_with_the_one_for_the_subject():
+    text = (
+        "Secrets such as SECRET_KEY are read from environment variables only.\n"
+        "check | rule\nsize | at most MAX_UPLOAD_MB (default 50 MB)"
+    )
+    body = answer_of("Which environment variable sets the upload size limit?", ("4.3 Uploads", text))
+    assert body.startswith("check: size, rule: at most MAX_UPLOAD_MB")
+
+
+def test_each_part_of_a_compound_question_gets_its_answer():
+    text = "The breaker opens when 10% of calls fail. After five minutes it lets one probe through."
+    body = answer_of("When does the breaker open, and what happens after five minutes?", ("Breaker", text))
+    assert "10%" in body and "probe" in body

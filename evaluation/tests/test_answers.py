@@ -99,3 +99,15 @@ def test_it_exits_1_under_a_threshold_and_rejects_retrieval_metrics(answers_kb):
 
     with pytest.raises(Exception, match="unknown metric 'ndcg@10'"):
         call_command("evaluate", "--kb", answers_kb.slug, "--answers", "--fail-under", "ndcg@10=0.5")
+
+
+def test_a_keyword_may_list_alternatives():
+    from chat.pipeline import ChatResult
+    from evaluation.answers import AnswerCase, score_answer
+
+    case = AnswerCase("q", "Can an encrypted PDF be imported?", (["加密", "encrypted"], "PDF"), frozenset())
+    result = ChatResult(trace_id="t", session_id="s", conversation_id=1, answer="Encrypted PDFs fail.", status="done")
+
+    assert score_answer(case, result, 1.0, lambda chunk_id: "").keyword_pass is True
+    other = AnswerCase("q", "?", (["加密", "locked"],), frozenset())
+    assert score_answer(other, result, 1.0, lambda chunk_id: "").keyword_pass is False
