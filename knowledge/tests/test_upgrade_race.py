@@ -61,14 +61,27 @@ def test_an_upload_racing_the_switch_is_embedded_with_the_kbs_embedder(kb, small
     _assert_searchable_under(kb, document, "hashing-512")
 
 
+def _closing(work):
+    """work, closing its thread's database connection after (the test database is dropped later)."""
+    from django.db import connection
+
+    def run(*args, **kwargs):
+        try:
+            work(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return run
+
+
 @pytest.mark.django_db(transaction=True)
 def test_uploads_in_threads_during_an_upgrade_all_end_under_the_new_embedder(kb, small_hashing, settings):
     import threading
 
     _ingest(kb, "guide.md", GUIDE_MD.encode())
     submitted = [_submit(kb, f"note-{i}.txt", f"{NOTE} Batch {i}.".encode())[1][0] for i in range(4)]
-    upgrade = threading.Thread(target=reembed_knowledge_base, args=(kb, small_hashing), kwargs={"batch_size": 2})
-    uploads = [threading.Thread(target=run_ingestion, args=(document_id,)) for document_id in submitted]
+    upgrade = threading.Thread(target=_closing(reembed_knowledge_base), args=(kb, small_hashing), kwargs={"batch_size": 2})
+    uploads = [threading.Thread(target=_closing(run_ingestion), args=(document_id,)) for document_id in submitted]
 
     for thread in [upgrade, *uploads]:
         thread.start()
