@@ -1,9 +1,10 @@
 """S3 intent: a rule fast path, then LLM classification (cached) when the rules say "default".
 
 Rules (seed 000 detailed design §1.3): a greeting, help request, thanks or "who are you"
-on its own is SYSTEM; a tool keyword is that tool (only for tools the channel has); a
-message with nothing to search for and no history to resolve it is a vague KB question;
-anything else is the default, KB with confidence 0.7.
+on its own, or after a greeting, is SYSTEM; a tool keyword is that tool (only for tools the
+channel has, and for tools with data of their own only when the message asks for that data,
+not about the documents); a message with nothing to search for and no history to resolve it
+is a vague KB question; anything else is the default, KB with confidence 0.7.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_rag.llm import CompletionOptions, LLMError, Message
-from chat.tools import calculator
+from chat.tools import calculator, world_clock
+from knowledge.analysis import analyze
 
 from .collaborators import Cache, model_json
 from .state import Turn
@@ -72,20 +74,30 @@ DEFAULT_INTENT = IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "fallback"
 _SYSTEM_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (topic, re.compile(rf"^(?:{pattern})$", re.IGNORECASE))
     for topic, pattern in (
-        ("greeting", r"你好|您好|嗨|哈喽|早上好|下午好|晚上好|你好吗|hi|hello|hey|hiya|good (?:morning|afternoon|evening)|"
-                     r"hi there|hello there|(?:(?:hi|hello|hey)[\s,]*)?how are you(?: doing)?"),
-        ("help", r"帮助|求助|help|帮帮我|怎么用|如何使用|使用说明|你能做什么|你可以做什么|你会什么|what can you do|how do i use (?:this|you)|help me"),
-        ("about", r"你是谁|你叫什么|你是什么|介绍一下你自己|who are you|what are you|what is this|about|about you"),
+        ("greeting", r"你好|您好|嗨|哈喽|早上好|下午好|晚上好|你好吗|在吗|在不在|hi|hello|hey|hiya|"
+                     r"good (?:morning|afternoon|evening)|hi there|hello there|(?:(?:hi|hello|hey)[\s,]*)?how are you(?: doing)?|"
+                     r"what'?s up|how'?s it going|nice to meet you|很高兴认识你"),
+        ("help", r"帮助|求助|help|帮帮我|怎么用|如何使用|使用说明|你能做什么|你可以做什么|你会什么|你能帮我(?:什么)?吗?|"
+                 r"能帮我吗|what can you do|how do i use (?:this|you)|help me|(?:can|could) you help(?: me)?|"
+                 r"what can you help(?: me)? with"),
+        ("about", r"你是谁|你叫什么(?:名字)?|你是什么|介绍一下你自己|谁开发了你|who are you(?: exactly)?|what are you|"
+                  r"what is this|about|about you|who (?:made|built) you|what'?s your name|what is your name"),
         ("thanks", r"谢谢|谢谢你|多谢|感谢|thanks|thank you|thx|thanks a lot|thank you very much"),
         ("ack", r"好的|好|嗯|嗯嗯|明白了|知道了|了解|ok|okay|got it|great|cool|nice|i see"),
     )
 )
 _GREETING_PREFIX = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|(?:hi|hello|hey)(?: there)?|good (?:morning|afternoon|evening))[\s,，!！.。~]+", re.IGNORECASE
+    r"^(?:你好|您好|嗨|哈喽|(?:hi|hello|hey)(?: there)?|good (?:morning|afternoon|evening))[\s,，!！.。~:：\-—]+",
+    re.IGNORECASE,
 )
+# Courtesy before a system clause ("请问你是谁", "please help me") changes nothing it asks.
+_POLITE_PREFIX = re.compile(r"^(?:请问|请|麻烦|please|so|um+|well)[\s,，]*", re.IGNORECASE)
 _TRAILING = re.compile(r"[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
 
-# Tool keywords (seed 000 §1.3); only tools the channel offers are matched.
+# Tool keywords (seed 000 §1.3); only tools the channel offers are matched. Whole expressions
+# reach the calculator through its own extractor; the operators here find one inside words
+# ("100 * 3 美元等于多少人民币"), without "-" and "/", which join numbers in standards, versions
+# and dates ("GB 50204-2015", "2024/01/15") far more often than they subtract or divide.
 TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
@@ -93,7 +105,7 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
         "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
         "ticket": r"工单|\btickets?\b|\bTKT-\d+",
         "calculator": (
-            r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[-+*/×÷^%]\s*\d+|\d\s*%\s*of\s*\d|"
+            r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[+*×÷^%]\s*\d+|\d\s*%\s*of\s*\d|"
             r"\d\s*的\s*\d+(?:\.\d+)?\s*(?:%|次方)|\d\s*(?:加上?|减去?|乘以?|除以)\s*\d|"
             r"\d\s*(?:times|plus|minus|divided by|multiplied by|to the power of)\s*\d"
         ),
@@ -102,27 +114,54 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
             r"local time|today'?s date|what day is"
         ),
         "currency": r"汇率|兑换|美元|人民币|exchange rate|\b(?:usd|eur|cny|rmb|jpy|gbp)\b",
-        "system_metrics": r"\bQPS\b|延迟|\bCPU\b|内存|负载|\blatency\b|\bmemory\b|\bload\b|requests? per second",
+        "system_metrics": (
+            r"\bQPS\b|延迟|\bCPU\b|内存|负载|请求(?:数|量)|吞吐|\blatency\b|\bmemory\b|\bload\b|\bthroughput\b|"
+            r"\brequests?\b"
+        ),
         "knowledge_lookup": r"查询|搜索|查找",
     }.items()
 }
 
 # Tools whose keywords are also words the documents use ("the global rate limit in QPS", "the
-# temperature for creative tasks"): a message names them only when it asks for live data, now
-# or about this deployment ("what is the current QPS?", "明天北京气温"); otherwise it is a question
-# for the knowledge base, and the tool must not answer it with this server's numbers.
+# temperature for creative tasks", "what time does the job run"): a message names them only when
+# it asks for live data, now or about this deployment ("what is the current QPS?", "明天北京气温");
+# otherwise it is a question for the knowledge base, and the tool must not answer it with this
+# server's numbers.
 LIVE_ONLY: dict[str, re.Pattern[str]] = {
     "system_metrics": re.compile(
         r"当前|现在|目前|实时|此刻|这台|本机|系统(?:的)?(?:负载|延迟|内存)|\b(?:current(?:ly)?|now|right now|live|"
         r"at the moment|this (?:server|deployment|machine|instance|process))\b",
         re.IGNORECASE,
     ),
+    "datetime": re.compile(
+        r"现在|当前|此刻|目前|几点了|今天|\b(?:now|right now|current(?:ly)?|today|tonight|local time|time in)\b|"
+        r"what time is it|what day is (?:it|today)",
+        re.IGNORECASE,
+    ),
     "weather": re.compile(
         r"天气|今天|明天|后天|现在|当前|本周|下雨|下雪|[\u4e00-\u9fff]{2,}(?:市|的)?(?:气温|温度)|\b(?:weather|forecast|today|"
-        r"tomorrow|tonight|now|current(?:ly)?|outside|this week)\b|\bin [A-Z][a-z]+",
+        r"tomorrow|tonight|now|current(?:ly)?|outside|this week)\b|(?-i:\bin [A-Z][a-z]+)",
         re.IGNORECASE,
     ),
 }
+
+# Tools answering with data of their own (live metrics, the clock, the rate table, demo fixtures)
+# must not answer a question about what the documents say, a configured value or the tool itself:
+# "what is the current QPS limit?", "How is the weather tool implemented?", "the exchange rate
+# source of the currency tool" are questions for the knowledge base, even with a live cue.
+DATA_TOOLS = frozenset({"system_metrics", "datetime", "weather", "currency", "sales", "ticket"})
+_ABOUT_THE_DOCS = re.compile(
+    r"\b(?:limit(?:s|er|ers|ing)?|quotas?|targets?|goals?|budgets?|promised?|promises|guarantee[sd]?|aims?|SLOs?|SLAs?|"
+    r"thresholds?|defaults?|config(?:ured|uration)?|settings?|documented|docs|documentation|designed|"
+    r"implement(?:ed|ation)?|tool|provider|source)\b|"
+    r"限流|限制|上限|配额|目标|预算|承诺|阈值|默认|配置|设置|文档|设计|实现|工具|数据源",
+    re.IGNORECASE,
+)
+# ... unless the message asks to use the tool ("use the weather tool for Paris", "用天气工具查上海").
+_USES_TOOL = re.compile(
+    r"\b(?:use|using|call|run|ask)\s+(?:the\s+)?[\w-]+\s+tool\b|(?:用|使用|调用|通过)[^，。？?]{0,8}工具",
+    re.IGNORECASE,
+)
 
 # Keywords that only say "work it out" or "look it up". When a message also names a more
 # specific tool ("100 美元等于多少人民币", "查询北京天气"), that tool is the one meant, and
@@ -140,21 +179,21 @@ _VAGUE_WORDS = re.compile(
     r"please|again|continue|ok|okay|yes|no|is|are|the|a|an|of|go|on|explain|details?|elaborate)\b",
     re.IGNORECASE,
 )
+_DIGIT = re.compile(r"\d")
 _CONTENT = re.compile(r"[\u3400-\u9fff]|[A-Za-z0-9]{2,}|\d")
 
 
 def rule_intents(message: str, history: Sequence[Turn] = (), tools: frozenset[str] = frozenset()) -> IntentResult:
     """Classify by rules alone; `detail` is "default" when no rule matched."""
     text = _TRAILING.sub("", message.strip())
-    for topic, pattern in _SYSTEM_RULES:
-        if pattern.match(text):
-            return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: {topic}")
+    topic = _system_topic(text)
+    if topic:
+        return _system(topic, f"system: {topic}")
     greeted = _GREETING_PREFIX.sub("", text)
     if greeted != text:  # "hello, who are you?": the clause after the greeting decides
-        remainder = _TRAILING.sub("", greeted)
-        for topic, pattern in _SYSTEM_RULES:
-            if pattern.match(remainder):
-                return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", f"system: greeting, {topic}")
+        greeting = _greeting_clause(_TRAILING.sub("", greeted), history)
+        if greeting:
+            return _system(greeting, f"system: greeting, {greeting}")
     text = greeted
     # The calculator reads the message as typed: trimming ")" would break "log(100)".
     expression = _GREETING_PREFIX.sub("", message.strip())
@@ -167,14 +206,62 @@ def rule_intents(message: str, history: Sequence[Turn] = (), tools: frozenset[st
     return IntentResult((Intent("KB", DEFAULT_KB_CONFIDENCE),), "rules", "default")
 
 
+def _system(topic: str, detail: str) -> IntentResult:
+    return IntentResult((Intent("SYSTEM", SYSTEM_CONFIDENCE, topic=topic),), "rules", detail)
+
+
+def _system_topic(text: str) -> str:
+    """The SYSTEM topic text is, as written or less a courtesy ("请问你是谁"); "" for none."""
+    for candidate in dict.fromkeys((text, _POLITE_PREFIX.sub("", text))):
+        for topic, pattern in _SYSTEM_RULES:
+            if pattern.match(candidate):
+                return topic
+    return ""
+
+
+def _greeting_clause(clause: str, history: Sequence[Turn]) -> str:
+    """The SYSTEM topic of what follows a greeting, or "" when it is a question to answer.
+
+    A clause the rules know decides ("hello, who are you?" is about the assistant). A clause
+    with no word the search could use ("hey there - what can you do today?") would only end in
+    "no words to search for", so, with no history it might refer to, the message is a greeting.
+    """
+    topic = _system_topic(clause)
+    if topic:
+        return topic
+    return "greeting" if not history and not analyze(clause) else ""
+
+
 def _names_tool(name: str, text: str, expression: str) -> bool:
-    """Whether text asks for the tool: its keyword (and live data, where LIVE_ONLY says so), or,
-    for the calculator, an expression it can evaluate ("sqrt(144) + 2**3", "log(100)")."""
+    """Whether text asks for the tool: its keyword (with live data where LIVE_ONLY says so, and not
+    about the documents for DATA_TOOLS), or, for the calculator, an expression it can evaluate
+    ("sqrt(144) + 2**3", "log(100)") or a keyword with numbers to work on."""
     if name == "calculator" and calculator.extract(expression) is not None:
         return True
     if name not in TOOL_KEYWORDS or not TOOL_KEYWORDS[name].search(text):
         return False
-    return name not in LIVE_ONLY or LIVE_ONLY[name].search(text) is not None
+    if name == "calculator":
+        return _has_operands(text)
+    if name in LIVE_ONLY and not (LIVE_ONLY[name].search(text) or _names_a_place(name, text)):
+        return False
+    return name not in DATA_TOOLS or not is_about_the_docs(text)
+
+
+def _has_operands(text: str) -> bool:
+    """Whether a calculator keyword has something to compute: a number, or nothing but the
+    keyword ("等于多少" after "3 加 4"); "RRF 分数怎么计算" asks how the documents compute it."""
+    return _DIGIT.search(text) is not None or is_vague(GENERIC_KEYWORDS["calculator"].sub(" ", text))
+
+
+def _names_a_place(name: str, text: str) -> bool:
+    """Whether a clock or weather question names a place ("北京几点", "temperature in paris"):
+    that asks for the time or the weather there, now."""
+    return name in {"datetime", "weather"} and bool(world_clock.zones_in(text))
+
+
+def is_about_the_docs(text: str) -> bool:
+    """Whether text asks what the documents say (a limit, a default, a tool's design), not for live data."""
+    return _ABOUT_THE_DOCS.search(text) is not None and _USES_TOOL.search(text) is None
 
 
 def _specific(matched: list[str], text: str) -> list[str]:
@@ -224,7 +311,10 @@ def _llm_intents(message: str, history: Sequence[Turn], llm: Any, tools: frozens
     system = (
         "Classify the user's message. Kinds: KB (a question the knowledge base's documents may answer), "
         "SYSTEM (greeting, thanks, help or a question about the assistant itself), "
-        f"TOOL (needs one of these tools: {tool_line}). Give every plausible kind a confidence from 0 to 1."
+        f"TOOL (needs one of these tools: {tool_line}). A tool only for its own data (live metrics now, the "
+        "current time, a conversion, a calculation): a question about what the documents say, a configured "
+        "value or a tool itself is KB, even with a tool's word (\"the documented rate limit in QPS\"). "
+        "Give every plausible kind a confidence from 0 to 1."
     )
     context = "\n".join(f"{turn.role}: {turn.content[:300]}" for turn in history[-6:])
     user = f"Conversation so far:\n{context or '(none)'}\n\nMessage: {message}"

@@ -5,6 +5,9 @@ operators + - * / // ** %, unary signs, parentheses and a whitelist of functions
 constants. Anything else (names, attributes, subscripts, lambdas, comprehensions, calls of
 anything but a whitelisted name) is refused with a message saying what. Length, nesting,
 exponents, result size and time are bounded, so `9**9**9` fails fast instead of hanging.
+
+`^` is a power, as people write it outside Python, never XOR: it becomes `**` before parsing,
+so it binds like `**`, from the right and tighter than a sign (`2^3^2` = 512, `-2^2` = -4).
 """
 
 from __future__ import annotations
@@ -165,12 +168,21 @@ def _checked(value: float | int) -> float | int:
 # --- the tool: extraction from a message and the handler ---------------------------------------
 
 _KEYWORDS = re.compile(
-    r"请|帮我|计算一下|计算|算一下|算算|等于多少|等于几|是多少|多少|\bplease\b|\bcalculate\b|\bcompute\b|"
+    r"请|帮我|计算一下|计算|算一下|算算|等于多少|等于几|的?结果是?|是多少|多少|\bplease\b|\bcalculate\b|\bcompute\b|"
     r"\bevaluate\b|\bwhat(?:'s| is)\b|\bhow much is\b|\bequals?\b|=",
     re.IGNORECASE,
 )
+# A greeting before the sum ("hello, what is 2+2?") is not part of it.
+_GREETING = re.compile(
+    r"^\s*(?:(?:hi|hello|hey)(?: there)?|good (?:morning|afternoon|evening)|你好|您好|嗨|哈喽)[\s,，!！.。~:：-]+",
+    re.IGNORECASE,
+)
 _EXPRESSION = re.compile(r"^[\d\s.+\-*/%()a-z_,]+$", re.IGNORECASE)
-_OPERATION = re.compile(r"\d\s*(?:\*\*|[-+*/%])\s*[\d(a-z]|\b(?:" + "|".join(FUNCTIONS) + r")\s*\(", re.IGNORECASE)
+_OPERATION = re.compile(
+    r"(?:\d|\)|\b(?:" + "|".join(CONSTANTS) + r")\b)\s*(?:\*\*|[-+*/%])\s*[\d(a-z]|\b(?:"
+    + "|".join(FUNCTIONS) + r")\s*\(",
+    re.IGNORECASE,
+)
 
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
@@ -181,6 +193,8 @@ SPOKEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"{_NUMBER}\s*%\s*of\s*{_NUMBER}", r"(\1/100*\2)"),
         (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*%", r"(\2/100*\1)"),
         (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*次方", r"\1**\2"),
+        (rf"{_NUMBER}\s*的?\s*平方|{_NUMBER}\s*squared\b", r"\1\2**2"),
+        (rf"{_NUMBER}\s*的?\s*立方|{_NUMBER}\s*cubed\b", r"\1\2**3"),
         (r"\bto the power of\b", "**"), (r"\b(?:times|multiplied by)\b|乘以|乘", "*"),
         (r"\bdivided by\b|除以", "/"), (r"\bplus\b|加上|加", "+"), (r"\bminus\b|减去|减", "-"),
     )
@@ -189,7 +203,8 @@ SPOKEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 
 def extract(message: str) -> dict[str, Any] | None:
     """`{"expression": ...}` when the message, less question words, is one calculation."""
-    text = normalise(message)
+    text = _GREETING.sub("", message)
+    text = normalise(text)
     for pattern, replacement in SPOKEN:
         text = pattern.sub(replacement, text)
     text = _KEYWORDS.sub(" ", text)
@@ -197,10 +212,26 @@ def extract(message: str) -> dict[str, Any] | None:
     if not text or not _EXPRESSION.match(text) or not _OPERATION.search(text):
         return None
     try:
-        ast.parse(text, mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError:
         return None
-    return {"expression": " ".join(text.split())}
+    return {"expression": " ".join(text.split())} if _is_arithmetic(tree) else None
+
+
+def _is_arithmetic(tree: ast.Expression) -> bool:
+    """Whether the tree is one value whose names are whitelisted functions, called, or constants.
+
+    "bm25 + vector" or "1/(60 + rank)" parse, but they are formulas from the documents, not
+    calculations; sending them to the calculator would answer a KB question with a refusal.
+    """
+    if isinstance(tree.body, ast.Tuple):
+        return False
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return all(
+        node.id in (FUNCTIONS if id(node) in called else CONSTANTS)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name)
+    )
 
 
 def handle(parameters: dict[str, Any]) -> str:
