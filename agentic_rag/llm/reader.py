@@ -228,8 +228,11 @@ def _compose(
         chosen.append(candidate)
         covered |= candidate.terms
         used += len(candidate.unit.text)
-    if chosen[0].unit.table >= 0 and {"how", "list"} & types:
-        chosen = _whole_table(chosen[0], scored)
+    # "How does the five-factor scorer rank?" is answered by its table even when a sentence
+    # elsewhere shares a word more: a row among the best three brings its whole table.
+    row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
+    if row is not None and {"how", "list"} & types:
+        chosen = _whole_table(row, scored)
     else:
         chosen = _with_follow_on(chosen, scored, types, wants_code)
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
