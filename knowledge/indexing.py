@@ -38,6 +38,8 @@ def embedder_for(kb: KnowledgeBase) -> Embedder:
 def embed_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Embed each distinct text once: a section with one paragraph is indexed twice (parent
     and child) with the same text, which is much of a corpus of short passages."""
+    if not texts:  # no call for nothing: a remote embedder would probe its dimension
+        return np.zeros((0, 0), dtype=np.float32)
     distinct = list(dict.fromkeys(texts))
     if len(distinct) == len(texts):
         return embedder.embed_passages(list(texts))
@@ -47,29 +49,40 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
 
 def embed_stage(run: IngestionRun) -> None:
-    embedder = embedder_for(run.document.kb)
+    kb = run.document.kb
+    # The row loaded when the run started may predate a switch; embedding with its
+    # embedder would only be done again at the index stage.
+    kb.refresh_from_db(fields=["embedder"])
+    embedder = embedder_for(kb)
     vectors = embed_unique(embedder, [index_text(chunk) for chunk in run.stored])
     run.vectors = (embedder.name, vectors)
 
 
 def index_stage(run: IngestionRun) -> None:
-    """Write the version's entries under the embedder the KB searches with at this moment.
+    """Write the version's entries under the embedder the KB searches with when they are written.
 
-    The KB row is locked, so a switch to another embedder (reembed_knowledge_base) happens
-    wholly before or after: before, the vectors made with the old embedder are made again
-    with the new one; after, the switch's catch-up embeds these chunks. A document is never
-    left under an embedder its KB no longer searches with.
+    The check and the write share one transaction that locks the KB row (SQLite: the whole
+    database, its transactions being IMMEDIATE), and the switch to another embedder
+    (reembed_knowledge_base) takes the same lock, so it lands wholly before or after the
+    write. Before: the chunks are embedded again with the new embedder, outside the lock so
+    a slow model never holds it, and checked again. After: the switch catches them up.
+    A document is never left under an embedder its KB no longer searches with.
     """
     embedder_name, vectors = run.vectors
-    with transaction.atomic():
-        current = _lock_embedder(run.document.kb_id)
-        if current and current != embedder_name:
-            log.info("%s: the KB moved to %s while it was embedded with %s; embedding again",
-                     run.document.name, current, embedder_name)
-            vectors = embed_unique(get_embedder(current), [index_text(chunk) for chunk in run.stored])
-            embedder_name = current
-        entries = _entries(run.stored, vectors, embedder_name)
-        SearchEntry.objects.bulk_create(entries, batch_size=500, ignore_conflicts=True)
+    chunks = run.stored
+    while True:
+        with transaction.atomic():
+            current = _lock_embedder(run.document.kb_id)
+            if not current or current == embedder_name:
+                entries = _entries(chunks, vectors, embedder_name)
+                SearchEntry.objects.bulk_create(entries, batch_size=500, ignore_conflicts=True)
+                return
+        log.info("%s: the KB moved to %s while it was embedded with %s; embedding again",
+                 run.document.name, current, embedder_name)
+        # The switch's scan may have embedded some of them already.
+        chunks = list(Chunk.objects.filter(pk__in=[chunk.pk for chunk in run.stored]).without_entry(current))
+        vectors = embed_unique(get_embedder(current), [index_text(chunk) for chunk in chunks])
+        embedder_name = current
 
 
 def _lock_embedder(kb_id: int) -> str:
@@ -107,38 +120,63 @@ def reembed_knowledge_base(
     """Embed every chunk that has no entry under `embedder`, then switch the KB to it.
 
     Incremental and safe to repeat: an interrupted run resumes where it stopped, and a run
-    after the switch only fills in chunks ingested meanwhile. Returns the chunks embedded.
+    after the switch only fills in chunks ingested meanwhile (or left under another
+    embedder). Returns the chunks embedded; `on_batch(done, total)` hears the progress.
     """
     done = 0
     while True:
-        missing = Chunk.objects.filter(kb=kb).exclude(search_entries__embedder=embedder.name)
-        total = done + missing.count()
-        batch = list(missing.order_by("pk")[:batch_size])
-        if not batch:
+        done = _embed_missing(kb, embedder, batch_size=batch_size, done=done, on_batch=on_batch)
+        late = _switch(kb, embedder, limit=batch_size, has_embedded=done > 0)
+        if late is not None:
             break
-        vectors = embed_unique(embedder, [index_text(chunk) for chunk in batch])
-        SearchEntry.objects.bulk_create(_entries(batch, vectors, embedder.name), ignore_conflicts=True)
-        done += len(batch)
-        on_batch(done, total)
-    with transaction.atomic():
-        previous = _lock_embedder(kb.pk)
-        # Chunks that ingestion stored since the last batch: embedded here, under the lock
-        # index_stage takes too, so none is switched away from (see index_stage).
-        late = list(Chunk.objects.filter(kb=kb).exclude(search_entries__embedder=embedder.name).order_by("pk"))
-        if late:
-            vectors = embed_unique(embedder, [index_text(chunk) for chunk in late])
-            SearchEntry.objects.bulk_create(_entries(late, vectors, embedder.name), ignore_conflicts=True)
-            done += len(late)
-            on_batch(done, done)
-        if previous != embedder.name or done:
-            KnowledgeBase.objects.filter(pk=kb.pk).update(embedder=embedder.name)
-            SearchEntry.objects.filter(kb=kb).exclude(embedder=embedder.name).delete()
-            kb.bump_content_version()
+    if late:
+        done += late
+        on_batch(done, done)
     kb.embedder = embedder.name
     if done:
         refresh_planner_statistics()
     log.info("embedded %s chunks of %s with %s", done, kb.slug, embedder.name)
     return done
+
+
+def _embed_missing(
+    kb: KnowledgeBase, embedder: Embedder, *, batch_size: int, done: int, on_batch: Callable[[int, int], None]
+) -> int:
+    """Embed, batch by batch and outside any lock, the KB's chunks with no entry under `embedder`."""
+    missing = Chunk.objects.filter(kb=kb).without_entry(embedder.name)
+    on_batch(done, done + missing.count())
+    while batch := list(missing.order_by("pk")[:batch_size]):
+        _embed_into_entries(batch, embedder)
+        done += len(batch)
+        on_batch(done, done + missing.count())
+    return done
+
+
+def _switch(kb: KnowledgeBase, embedder: Embedder, *, limit: int, has_embedded: bool) -> int | None:
+    """Switch the KB to `embedder` once every chunk has an entry under it; return the late ones.
+
+    Chunks stored since the scan are embedded here, under the lock index_stage takes, so
+    no ingestion writes under the old embedder after the switch and none is missed. Only a
+    batch of them, though: the lock blocks every writer (SQLite), so past `limit` this
+    returns None without switching and the caller scans again.
+    """
+    with transaction.atomic():
+        previous = _lock_embedder(kb.pk)
+        late = list(Chunk.objects.filter(kb=kb).without_entry(embedder.name).order_by("pk")[: limit + 1])
+        if len(late) > limit:
+            return None
+        if late:
+            _embed_into_entries(late, embedder)
+        if previous != embedder.name or late or has_embedded:
+            KnowledgeBase.objects.filter(pk=kb.pk).update(embedder=embedder.name)
+            SearchEntry.objects.filter(kb=kb).exclude(embedder=embedder.name).delete()
+            kb.bump_content_version()
+    return len(late)
+
+
+def _embed_into_entries(chunks: Sequence[Chunk], embedder: Embedder) -> None:
+    vectors = embed_unique(embedder, [index_text(chunk) for chunk in chunks])
+    SearchEntry.objects.bulk_create(_entries(chunks, vectors, embedder.name), ignore_conflicts=True)
 
 
 def upgrade_target(kb: KnowledgeBase) -> str | None:
@@ -147,3 +185,18 @@ def upgrade_target(kb: KnowledgeBase) -> str | None:
     if not target or target == kb.embedder:
         return None
     return target
+
+
+def background_target(kb: KnowledgeBase) -> str | None:
+    """The embedder to run over the KB in the background, if any.
+
+    EMBEDDER_UPGRADE while the KB is not on it; else the KB's own embedder when a live
+    chunk has no vector under it. Ingestion left such documents before index_stage checked
+    for a switch: "Ready", yet no search finds them, so they are embedded again.
+    """
+    target = upgrade_target(kb)
+    if target:
+        return target
+    if kb.embedder and Chunk.objects.for_kb(kb).live().without_entry(kb.embedder).exists():
+        return kb.embedder
+    return None

@@ -199,6 +199,10 @@ class ChunkQuerySet(models.QuerySet):
     def children(self) -> ChunkQuerySet:
         return self.filter(level=Chunk.CHILD)
 
+    def without_entry(self, embedder_name: str) -> ChunkQuerySet:
+        """Chunks that have no search entry (vector) made by `embedder_name`."""
+        return self.exclude(search_entries__embedder=embedder_name)
+
 
 class Chunk(models.Model):
     PARENT = 0

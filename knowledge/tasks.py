@@ -8,7 +8,7 @@ from django.core.cache import cache
 from agentic_rag.background import dispatch
 from agentic_rag.embeddings import get_embedder
 
-from .indexing import reembed_knowledge_base, upgrade_target
+from .indexing import background_target, reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
 from .models import DocumentStatus, KnowledgeBase
 from .progress import BackgroundIndexing, publish_background_indexing, publish_progress
@@ -42,17 +42,21 @@ def ingest_document(document_id: int) -> str:
 
 @shared_task(acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
 def upgrade_embeddings(kb_id: int) -> int:
-    """Move a KB's vectors to EMBEDDER_UPGRADE; one run at a time per KB."""
+    """Move a KB's vectors to EMBEDDER_UPGRADE, or embed the chunks its embedder lacks.
+
+    One run at a time per KB.
+    """
     kb = KnowledgeBase.objects.filter(pk=kb_id).first()
-    target = upgrade_target(kb) if kb else None
+    target = background_target(kb) if kb else None
     lock = f"upgrade-embeddings-{kb_id}"
     if target is None or not cache.add(lock, 1, timeout=6 * 3600):
         return 0
+
     def progress(done: int, total: int) -> None:
         publish_background_indexing(BackgroundIndexing(kb.pk, target, done, total), kb.pk)
 
     try:
-        progress(0, 0)
+        progress(0, 0)  # the banner shows while the model loads, before the chunks are counted
         return reembed_knowledge_base(kb, get_embedder(target), on_batch=progress)
     finally:
         publish_background_indexing(None, kb.pk)
@@ -61,7 +65,7 @@ def upgrade_embeddings(kb_id: int) -> int:
 
 @shared_task
 def resume_embedding_upgrades() -> list[int]:
-    """Start the upgrade of every KB that still searches with another embedder.
+    """Start the upgrade (or repair) of every KB whose vectors need background embedding.
 
     Ingestion starts an upgrade when it runs in a long-lived process; a KB filled by a
     management command (setup_demo, ingest, import_dataset) or left half-way by a restart
@@ -69,7 +73,7 @@ def resume_embedding_upgrades() -> list[int]:
     """
     pending = [
         kb.pk for kb in KnowledgeBase.objects.filter(documents__status=DocumentStatus.READY).distinct()
-        if upgrade_target(kb)
+        if background_target(kb)
     ]
     for kb_id in pending:
         dispatch(upgrade_embeddings, kb_id)

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from functools import partial
+
 import pytest
+from django.db import connection
 
 import agentic_rag.embeddings as embeddings
-from knowledge.indexing import reembed_knowledge_base
+import knowledge.indexing as indexing
+from knowledge.indexing import _entries, index_text, reembed_knowledge_base
 from knowledge.ingest import Stage, pipeline_stages, run_ingestion
 from knowledge.models import Chunk, Document, DocumentStatus, SearchEntry
 from knowledge.progress import BackgroundIndexing, background_indexing, publish_background_indexing
 from knowledge.retrieval import RetrievalParams, retrieve
-from knowledge.tasks import upgrade_embeddings
+from knowledge.tasks import resume_embedding_upgrades, upgrade_embeddings
 
 from .factories import GUIDE_MD
 from .test_ingest import _ingest, _submit
 
 NOTE = "Formwork inspection happens before every concrete pour on the viaduct."
+# A note long enough for several chunks: more than the batch the tests give the upgrade.
+LONG_NOTE = "\n\n".join(
+    f"# {i} Pour {i}\n\n{NOTE} Pour {i} uses bay {i} of the viaduct deck." for i in range(1, 5)
+)
 
 
 @pytest.fixture
@@ -46,6 +56,8 @@ def _assert_searchable_under(kb, document, embedder_name: str) -> None:
     entries = SearchEntry.objects.filter(chunk__in=chunks)
     assert set(entries.values_list("embedder", flat=True)) == {embedder_name}
     assert entries.count() == chunks.count() > 0
+    dims = embeddings.get_embedder(embedder_name).dims
+    assert {(entry.dims, len(entry.embedding)) for entry in entries} == {(dims, dims)}
     hits = retrieve("formwork inspection viaduct", kb, RetrievalParams(mode="vector", gate=None)).candidates
     assert document.pk in [c.doc_id for c in hits[:3]]
 
@@ -63,7 +75,6 @@ def test_an_upload_racing_the_switch_is_embedded_with_the_kbs_embedder(kb, small
 
 def _closing(work):
     """work, closing its thread's database connection after (the test database is dropped later)."""
-    from django.db import connection
 
     def run(*args, **kwargs):
         try:
@@ -76,8 +87,6 @@ def _closing(work):
 
 @pytest.mark.django_db(transaction=True)
 def test_uploads_in_threads_during_an_upgrade_all_end_under_the_new_embedder(kb, small_hashing, settings):
-    import threading
-
     _ingest(kb, "guide.md", GUIDE_MD.encode())
     submitted = [_submit(kb, f"note-{i}.txt", f"{NOTE} Batch {i}.".encode())[1][0] for i in range(4)]
     upgrade = threading.Thread(target=_closing(reembed_knowledge_base), args=(kb, small_hashing), kwargs={"batch_size": 2})
@@ -97,6 +106,126 @@ def test_uploads_in_threads_during_an_upgrade_all_end_under_the_new_embedder(kb,
         assert set(SearchEntry.objects.filter(chunk__in=live).values_list("embedder", flat=True)) == {"hashing-512"}
 
 
+class RecordingEmbedder(embeddings.HashingEmbedder):
+    """A hashing embedder that notes each call: its name, its texts, whether in a transaction."""
+
+    def __init__(self, dims: int, calls: list) -> None:
+        super().__init__(dims)
+        self._calls = calls
+
+    def embed_passages(self, texts):
+        self._calls.append((self.name, len(texts), connection.in_atomic_block))
+        return super().embed_passages(texts)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Both test embedders, recording their calls; yields (the upgrade's embedder, the calls)."""
+    calls: list[tuple[str, int, bool]] = []
+    for dims in (1024, 512):
+        monkeypatch.setitem(embeddings._BUILDERS, f"hashing-{dims}", lambda options, d=dims: RecordingEmbedder(d, calls))
+    embeddings.clear_embedder_cache()
+    yield embeddings.get_embedder("hashing-512"), calls
+    embeddings.clear_embedder_cache()
+
+
+def _embedded_in_a_transaction(calls) -> list[int]:
+    return [count for _, count, in_transaction in calls if in_transaction]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("before", ["parse", "embed", "index"])
+def test_an_upload_racing_the_switch_is_never_embedded_while_the_kb_is_locked(kb, recorded, before):
+    small, calls = recorded
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    calls.clear()
+
+    document = _ingest_with_switch(kb, small, before=before)
+
+    assert document.status == DocumentStatus.READY, document.error
+    _assert_searchable_under(kb, document, "hashing-512")
+    # No model runs while the KB (under SQLite: the whole database) is locked for writing:
+    # before "index" the switch's scan embedded the stored chunks and the write found them
+    # done; a switch before "embed" is seen there, so the old embedder is not run at all.
+    assert _embedded_in_a_transaction(calls) == []
+    if before != "index":
+        assert {name for name, _, _ in calls} == {"hashing-512"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("batch_size", [2, 64])
+def test_an_upload_finished_between_the_scan_and_the_switch_is_caught_up(kb, recorded, monkeypatch, batch_size):
+    small, calls = recorded
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    switch, uploaded = indexing._switch, []
+
+    def upload_then_switch(*args, **kwargs):
+        if not uploaded:  # the upload lands after the scan found nothing left, before the lock
+            uploaded.append(_ingest(kb, "note.md", LONG_NOTE.encode()).document)
+            calls.clear()
+        return switch(*args, **kwargs)
+
+    monkeypatch.setattr(indexing, "_switch", upload_then_switch)
+
+    reembed_knowledge_base(kb, small, batch_size=batch_size)
+
+    document = Document.objects.get(pk=uploaded[0].pk)
+    assert document.status == DocumentStatus.READY and document.chunk_count > 2
+    _assert_searchable_under(kb, document, "hashing-512")
+    # Under the lock the switch embeds at most one batch; more goes back to the scan.
+    assert all(count <= batch_size for count in _embedded_in_a_transaction(calls))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_switch_waiting_on_an_open_indexing_transaction_catches_its_document_up(kb, small_hashing, monkeypatch):
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    scanned, writing, seen_during_write = threading.Event(), threading.Event(), []
+    switch = indexing._switch
+
+    def switch_once_the_write_began(*args, **kwargs):
+        scanned.set()
+        writing.wait(timeout=30)
+        return switch(*args, **kwargs)
+
+    def write_while_the_switch_waits(chunks, vectors, embedder_name):
+        if threading.current_thread() is threading.main_thread() and not writing.is_set():
+            writing.set()  # this ingestion's transaction is open and holds the KB's lock
+            time.sleep(0.5)  # long enough for the switch to be waiting on that lock
+            seen_during_write.append((embedder_name, upgrade.is_alive()))
+        return _entries(chunks, vectors, embedder_name)
+
+    monkeypatch.setattr(indexing, "_switch", switch_once_the_write_began)
+    monkeypatch.setattr(indexing, "_entries", write_while_the_switch_waits)
+    upgrade = threading.Thread(target=_closing(reembed_knowledge_base), args=(kb, small_hashing))
+    upgrade.start()
+    assert scanned.wait(timeout=30)  # the guide is embedded with hashing-512; the KB not yet switched
+
+    outcome = _ingest(kb, "note.txt", NOTE.encode())
+    upgrade.join(timeout=60)
+
+    assert seen_during_write == [("hashing-1024", True)]  # written under the old embedder, switch waiting
+    _assert_searchable_under(kb, Document.objects.get(pk=outcome.document.pk), "hashing-512")
+
+
+@pytest.mark.django_db
+def test_the_server_start_reembeds_a_document_left_under_another_embedder(kb, small_hashing, settings):
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    reembed_knowledge_base(kb, small_hashing)
+    # What the bug left: a document written under hashing-1024 after the KB switched.
+    document = _ingest(kb, "note.txt", NOTE.encode()).document
+    chunks = list(Chunk.objects.filter(document=document))
+    SearchEntry.objects.filter(chunk__in=chunks).delete()
+    stale = embeddings.HashingEmbedder(1024).embed_passages([index_text(chunk) for chunk in chunks])
+    SearchEntry.objects.bulk_create(_entries(chunks, stale, "hashing-1024"))
+    kb.bump_content_version()
+
+    assert resume_embedding_upgrades.apply().get() == [kb.pk]
+
+    _assert_searchable_under(kb, document, "hashing-512")
+    assert resume_embedding_upgrades.apply().get() == []
+
+
 @pytest.mark.django_db
 def test_the_upgrade_task_reports_its_progress_and_clears_it(kb, small_hashing, settings, monkeypatch):
     settings.EMBEDDER_UPGRADE = "hashing-512"
@@ -111,18 +240,48 @@ def test_the_upgrade_task_reports_its_progress_and_clears_it(kb, small_hashing, 
     assert progress[-1].percent == 100 and seen[-1] is None
 
 
+def _page_text(client, kb) -> str:
+    """The KB page with its whitespace collapsed, as a reader sees it."""
+    return " ".join(client.get(kb.get_absolute_url()).content.decode().split())
+
+
 @pytest.mark.django_db
 def test_the_kb_page_shows_background_indexing_only_while_it_runs(alice_client, kb):
-    page = alice_client.get(kb.get_absolute_url())
-    assert b"Indexing in the background" not in page.content
+    assert "Indexing in the background" not in _page_text(alice_client, kb)
+
+    publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 0, 0), kb.pk)
+    assert "Indexing in the background with e5-small: starting." in _page_text(alice_client, kb)
 
     publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 30, 120), kb.pk)
-    page = alice_client.get(kb.get_absolute_url())
-    assert b"Indexing in the background with e5-small: 25%" in page.content
+    assert "Indexing in the background with e5-small: 25% (30 of 120 chunks)." in _page_text(alice_client, kb)
 
     publish_background_indexing(None, kb.pk)
     assert background_indexing(kb.pk) is None
-    assert b"Indexing in the background" not in alice_client.get(kb.get_absolute_url()).content
+    assert "Indexing in the background" not in _page_text(alice_client, kb)
+
+
+@pytest.mark.django_db
+def test_the_kb_page_shows_a_running_upgrade_with_its_progress(alice_client, kb, small_hashing, settings, monkeypatch):
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    pages = []
+    embed = small_hashing.embed_passages
+
+    def embed_and_look(texts):
+        pages.append(_page_text(alice_client, kb))
+        return embed(texts)
+
+    monkeypatch.setattr(small_hashing, "embed_passages", embed_and_look)
+    # Small batches, so the page is seen part-way through.
+    monkeypatch.setattr("knowledge.tasks.reembed_knowledge_base", partial(reembed_knowledge_base, batch_size=2))
+    total = Chunk.objects.filter(kb=kb).count()
+
+    upgrade_embeddings.apply(args=[kb.pk])
+
+    assert len(pages) > 1
+    assert f"Indexing in the background with hashing-512: 0% (0 of {total} chunks)." in pages[0]
+    assert f"Indexing in the background with hashing-512: {round(200 / total)}% (2 of {total} chunks)." in pages[1]
+    assert "Indexing in the background" not in _page_text(alice_client, kb)
 
 
 @pytest.mark.django_db(transaction=True)
