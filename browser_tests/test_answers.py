@@ -44,6 +44,7 @@ def test_it_answers_from_a_table_row_and_says_when_nothing_answers(page: Page, t
     page.get_by_role("link", name="Chat", exact=True).click()
     page.wait_for_url(re.compile(r"/$"))
     page.select_option("select[name=kb]", "answers-kb")
+    expect(page.locator(".chat-offline")).to_contain_text("answers are extractive")
 
     answer = _ask(page, "What weight does the cosine factor get?")
     expect(answer.locator(".answer")).to_contain_text("Extractive answer")

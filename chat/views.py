@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from agentic_rag.llm import get_llm
 from agentic_rag.ratelimit import rate_limited
 from knowledge.models import KnowledgeBase
 
@@ -53,6 +54,8 @@ def _page_context(request: HttpRequest, conversation: Conversation | None = None
         "selected_kb": request.GET.get("kb") or _kb_slug_of(conversation),
         "lanes": stage_lanes(export_graph()),
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
+        # Without a model, answers are quoted from the sources: say so before the first one.
+        "has_model": get_llm().has_model,
     }
 
 

@@ -252,3 +252,22 @@ def test_it_answers_without_javascript(alice, kb):
     html = client.get(response.url).content.decode()
     assert "two working days" in html
     assert 'class="cite"' in html
+
+
+@pytest.mark.django_db
+def test_the_chat_page_says_answers_are_extractive_until_a_model_is_configured(alice_client, settings):
+    from agentic_rag.llm import reset_llm
+
+    reset_llm()
+    offline = alice_client.get(reverse("chat"))
+    assert b"No language model is configured: answers are extractive" in offline.content
+    assert b"LLM_PROVIDERS=openai,extractive" in offline.content
+
+    settings.LLM_PROVIDERS = ["openai"]
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
+    reset_llm()
+    try:
+        online = alice_client.get(reverse("chat"))
+    finally:
+        reset_llm()
+    assert b"No language model is configured" not in online.content
