@@ -10,6 +10,7 @@ from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import KnowledgeBase
 from knowledge.recall import LEXICAL_PATHS, PathWeights
 from knowledge.retrieval import (
+    LEXICAL_FUSION,
     MODES,
     InvalidQuery,
     RetrievalParams,
@@ -180,7 +181,7 @@ def test_kb_params_cut_queries_at_the_setting(kb, settings):
 @pytest.mark.parametrize(
     ("embedder", "expected"),
     [
-        ("hashing-1024", ("weighted", 0.1, 0.9, False, (1.0, 0.0, 0.0, 0.0, 0.0))),
+        ("hashing-1024", ("weighted", 0.05, 0.95, False, (1.0, 0.0, 0.0, 0.0, 0.0))),
         ("e5-small", ("weighted", 0.7, 0.3, True, (1.0, 0.8, 0.0, 0.5, 0.0))),
     ],
 )
@@ -205,7 +206,7 @@ def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
     kb.refresh_from_db()
 
     params = params_for_kb(kb)
-    assert (params.fusion.vector_weight, params.rerank, params.mode) == (0.1, False, "hybrid")
+    assert (params.fusion.vector_weight, params.rerank, params.mode) == (LEXICAL_FUSION.vector_weight, False, "hybrid")
     assert params.paths == LEXICAL_PATHS
 
 
