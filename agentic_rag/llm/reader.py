@@ -119,6 +119,30 @@ def expected_answer_types(question: str) -> frozenset[str]:
     return frozenset(kind for kind, pattern in _TYPE_PATTERNS.items() if pattern.search(question))
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """One question as the scorer needs it, read once for all units."""
+
+    text: str
+    variants: tuple[set[str], ...]  # its terms, then those of each cross-language variant
+    weights: Counter[str]
+    types: frozenset[str]
+    wants_code: bool
+    similarity: Similarity | None
+    options: ReaderOptions
+
+
+@dataclass(frozen=True)
+class _Located:
+    """A unit with what surrounds it: its passage, section title and the unit before it."""
+
+    passage: Passage
+    unit: Unit
+    terms: frozenset[str]
+    section: frozenset[str]
+    before: frozenset[str]
+
+
 def read(
     question: str,
     passages: Sequence[Passage],
@@ -133,67 +157,80 @@ def read(
     A compound question ("何时打开？半开时做什么？") is read once whole, then once per part,
     each part adding its best unit, so every part gets an answer.
     """
-    units = [(p, u, frozenset(tokenize(u.text))) for p in passages for u in split_units(p.text)]
-    weights = _idf([terms for _, _, terms in units])
-    picks = _read_one(question, units, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
+    located = _locate(passages, tokenize)
+    weights = _idf([item.terms for item in located])
+
+    def read_one(text: str) -> list[Pick]:
+        asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
+        return _compose([_score(asked, item) for item in located], asked)
+
+    picks = read_one(question)
     for part in _parts(question):
-        best = _read_one(part, units, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)[:1]
+        best = read_one(part)[:1]
         if best and len(picks) < options.max_units and all(best[0].unit.text != p.unit.text for p in picks):
             picks.append(best[0])
     return Reading(tuple(picks), expected_answer_types(question))
 
 
-def _read_one(
-    question: str, units: Sequence[tuple[Passage, Unit, frozenset[str]]], weights: Counter[str], *,
+def _locate(passages: Sequence[Passage], tokenize: Tokenize) -> list[_Located]:
+    located: list[_Located] = []
+    for passage in passages:
+        section = frozenset(tokenize(passage.section))
+        before: frozenset[str] = frozenset()
+        for unit in split_units(passage.text):
+            terms = frozenset(tokenize(unit.text))
+            located.append(_Located(passage, unit, terms, section, before))
+            before = terms
+    return located
+
+
+def _ask(
+    question: str, weights: Counter[str], *,
     tokenize: Tokenize, similarity: Similarity | None, expand: Expand | None, options: ReaderOptions,
-) -> list[Pick]:
+) -> _Asked:
     types = expected_answer_types(question)
     subject = _ANSWER_KIND_WORDS.sub(" ", question) if "identifier" in types else question
     variants = [set(tokenize(q)) for q in (expand(subject) if expand else [subject])]
     variants = [terms for terms in variants if terms] or [set()]
-    previous = {(id(p), u.position): terms for p, u, terms in units}
     wants_code = _ASKS_FOR_CODE.search(question) is not None
-    sections = {id(p): frozenset(tokenize(p.section)) for p, _, _ in units}
-    scored = [
-        _score(question, p, u, terms, sections[id(p)], variants, weights, types,
-               wants_code=wants_code, similarity=similarity, options=options,
-               before=previous.get((id(p), u.position - 1), frozenset()))
-        for p, u, terms in units
-    ]
-    return _compose(scored, variants[0], types, options, wants_code=wants_code)
+    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options)
 
 
-def _score(
-    question: str, passage: Passage, unit: Unit, terms: frozenset[str], section: frozenset[str],
-    variants: list[set[str]], weights: Counter[str], types: frozenset[str], *,
-    wants_code: bool, similarity: Similarity | None, options: ReaderOptions, before: frozenset[str] = frozenset(),
-) -> _Scored:
-    coverage = max(_coverage(q, terms, section, weights) for q in variants)
+def _score(asked: _Asked, item: _Located) -> _Scored:
+    """A unit's score: its coverage of the question, then what makes it more or less an answer."""
+    coverage = max(_coverage(q, item.terms, item.section, asked.weights) for q in asked.variants)
     # A sentence continues the one before it: "…与向量两路混合。默认 RRF 融合（向量 0.7 / BM25 0.3）"
     # answers "混合检索的权重" with its second sentence, which names neither.
-    context = max(_coverage(q, before - terms, frozenset(), weights) for q in variants)
+    context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
     coverage = min(1.0, coverage + CONTEXT_SHARE * context)
-    score = coverage
-    if max(_coverage(q, frozenset(), section, weights) for q in variants) >= 0.15:
-        score *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"
-    if types - {"how"} and any(_FACT_PATTERNS[kind].search(_new_text(unit.text, question)) for kind in types - {"how"}):
-        score *= 1.35
-    elif "number" in types or "time" in types:
-        score *= 0.7
-    if not terms - variants[0]:
-        score *= 0.2  # repeats the question's words and adds nothing
+    score = coverage * _fitness(asked, item)
+    if asked.similarity is not None:
+        score += 0.2 * max(0.0, asked.similarity(asked.text, item.unit.text))
+    score /= 1 + asked.options.rank_decay * item.passage.rank
+    return _Scored(item.passage, item.unit, item.terms, score, coverage)
+
+
+def _fitness(asked: _Asked, item: _Located) -> float:
+    """How much a unit reads as an answer, whatever words it shares: a multiplier."""
+    unit, facts = item.unit, asked.types - {"how"}
+    factor = 1.0
+    if max(_coverage(q, frozenset(), item.section, asked.weights) for q in asked.variants) >= 0.15:
+        factor *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"
+    if facts and any(_FACT_PATTERNS[kind].search(_new_text(unit.text, asked.text)) for kind in facts):
+        factor *= 1.35
+    elif "number" in facts or "time" in facts:
+        factor *= 0.7
+    if not item.terms - asked.variants[0]:
+        factor *= 0.2  # repeats the question's words and adds nothing
     if _QUESTION_END.search(unit.text):
-        score *= 0.3  # a question in the sources is not an answer
-    if unit.is_code and not wants_code:
-        score *= 0.1
+        factor *= 0.3  # a question in the sources is not an answer
+    if unit.is_code and not asked.wants_code:
+        factor *= 0.1
     if len(unit.text.replace(" ", "")) < 6:
-        score *= 0.5
-    if len(terms) > 30:
-        score *= math.sqrt(30 / len(terms))  # a long list of topics covers words, not the question
-    if similarity is not None:
-        score += 0.2 * max(0.0, similarity(question, unit.text))
-    score /= 1 + options.rank_decay * passage.rank
-    return _Scored(passage, unit, terms, score, coverage)
+        factor *= 0.5
+    if len(item.terms) > 30:
+        factor *= math.sqrt(30 / len(item.terms))  # a long list of topics covers words, not the question
+    return factor
 
 
 def _coverage(question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str]) -> float:
@@ -207,9 +244,9 @@ def _coverage(question: set[str], unit: frozenset[str], section: frozenset[str],
     return held / total
 
 
-def _compose(
-    scored: Sequence[_Scored], question: set[str], types: frozenset[str], options: ReaderOptions, *, wants_code: bool
-) -> list[Pick]:
+def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
+    """The best unit, then companions that add to it, or the table or command it introduces."""
+    question, types, options, wants_code = asked.variants[0], asked.types, asked.options, asked.wants_code
     ranked = sorted(scored, key=lambda s: (-s.score, s.passage.rank, s.unit.position))
     if not ranked or ranked[0].coverage < options.min_coverage:
         return []
