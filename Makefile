@@ -22,6 +22,7 @@ run: setup
 	$(PY) manage.py setup_demo
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/demo-golden.json --kb docs
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-answers.json --kb docs
+	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-answers-held-out.json --kb docs
 	@echo "Serving on http://127.0.0.1:$(PORT)/"
 	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) agentic_rag.asgi:application
 
