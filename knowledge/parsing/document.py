@@ -38,6 +38,7 @@ class Heading:
     level: int  # 0 marks the document's own title
     title: str
     number: tuple[int, ...] = ()  # (2, 1) for "2.1", (2,) for "第二章" or "二、"
+    line: str = ""  # as written, number included ("第二章 总则"); "" when it is just the title
 
 
 Block = Heading | str  # a str block is one paragraph (or a whole table / list)

@@ -81,4 +81,4 @@ def markup_heading(level: int, text: str) -> Heading | None:
     numbered = parse_numbered(text)
     if numbered is None or not numbered.title:
         return Heading(level, text)
-    return Heading(level, numbered.title, numbered.number)
+    return Heading(level, numbered.title, numbered.number, text)

@@ -12,7 +12,12 @@ class _OpenHeading:
     level: int
     index: str
     title: str
+    line: str  # the heading as written: the text of a section that has no body
     children: int = 0
+
+    @classmethod
+    def of(cls, heading: Heading, index: str) -> _OpenHeading:
+        return cls(heading.level, index, heading.title, heading.line or heading.title)
 
 
 @dataclass
@@ -25,11 +30,11 @@ class _Outline:
     def enter(self, heading: Heading) -> _OpenHeading:
         if heading.level == 0:
             self.stack.clear()
-            return _OpenHeading(0, "", heading.title)
+            return _OpenHeading.of(heading, "")
         while self.stack and self.stack[-1].level >= heading.level:
             self.stack.pop()
         parent = self.stack[-1] if self.stack else None
-        opened = _OpenHeading(heading.level, self._index(heading, parent), heading.title)
+        opened = _OpenHeading.of(heading, self._index(heading, parent))
         self.stack.append(opened)
         return opened
 
@@ -51,7 +56,7 @@ class _Outline:
 def build_sections(blocks: list[Block]) -> tuple[Section, ...]:
     outline = _Outline()
     sections: list[Section] = []
-    current, body = _OpenHeading(0, "", ""), []
+    current, body = _OpenHeading(0, "", "", ""), []
     chapters = ("", "")
     for block in _normalise_levels(blocks):
         if isinstance(block, str):
@@ -61,29 +66,15 @@ def build_sections(blocks: list[Block]) -> tuple[Section, ...]:
         current, body = outline.enter(block), []
         chapters = (outline.chapter(1), outline.chapter(2)) if block.level else ("", "")
     _close_section(sections, current, chapters, body)
-    return tuple(_with_bodiless_headings_as_text(sections))
-
-
-def _with_bodiless_headings_as_text(sections: list[Section]) -> list[Section]:
-    """A heading with no body and no subsections is its own text, so it is indexed, not lost.
-
-    ("14 前卫" on its own, a title page's last heading.) A heading that opens subsections
-    is indexed with each of them already (their chunks carry the chapter titles).
-    """
-    kept = []
-    for position, section in enumerate(sections):
-        following = sections[position + 1] if position + 1 < len(sections) else None
-        opens_subsections = following is not None and following.level > section.level
-        if not section.text and section.title and not opens_subsections:
-            section = replace(section, text=f"{section.index} {section.title}".strip())
-        kept.append(section)
-    return kept
+    return tuple(sections)
 
 
 def _close_section(
     sections: list[Section], heading: _OpenHeading, chapters: tuple[str, str], body: list[str]
 ) -> None:
-    text = "\n\n".join(body)
+    # A heading with no body (a chapter that opens subsections, a last heading) is its own
+    # text: only texts are chunked and indexed, so its words would otherwise be lost.
+    text = "\n\n".join(body) or heading.line
     is_empty_preamble = not heading.title and heading.level == 0 and not text
     if not is_empty_preamble:
         sections.append(Section(heading.index, heading.title, heading.level, *chapters, text))
@@ -107,4 +98,4 @@ def _shift_heading(block: Block, top: int, is_title: bool) -> Block:
     if isinstance(block, str) or block.level == 0:
         return block
     level = 0 if is_title else block.level - top + 1
-    return Heading(level, block.title, block.number)
+    return replace(block, level=level)
