@@ -46,7 +46,10 @@ class RetrievalParams:
     fusion: FusionParams = FusionParams()
     paths: PathWeights = PathWeights()  # multipath only
     rerank: bool = True
-    rerank_depth: int = 20  # only the fused list's head is reranked; the tail keeps its order
+    rerank_depth: int = 20  # only the ranking's head is reranked; the tail keeps its order
+    # In hybrid mode, when set, instead of rerank_depth: the fused list already holds BM25's
+    # evidence, which the five-factor scorer would count again on hits fusion ranked lower.
+    hybrid_rerank_depth: int | None = None
     # After the five-factor scorer, on its top rerank_second_top_n: "" none, "llm" an LLM
     # judge (when a model is configured), or an embedder name (a second embedding model).
     rerank_second_stage: str = ""
@@ -67,6 +70,13 @@ class RetrievalParams:
     def reranks(self) -> bool:
         """Whether the search reranks: never in bm25 mode, which has no vectors to score with."""
         return self.rerank and self.mode != "bm25"
+
+    @property
+    def head_to_rerank(self) -> int:
+        """How many of the ranking's first candidates the rerank reorders in this mode."""
+        if self.mode == "hybrid" and self.hybrid_rerank_depth is not None:
+            return self.hybrid_rerank_depth
+        return self.rerank_depth
 
 
 @dataclass
@@ -224,9 +234,10 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     if params.example_penalty:
         ranked = apply_example_penalty(ranked)
     if params.reranks:
-        timer("cosines", lambda: context.fill_vector_scores(ranked[: params.rerank_depth]))
+        depth = params.head_to_rerank
+        timer("cosines", lambda: context.fill_vector_scores(ranked[:depth]))
         reranker = FiveFactorReranker(tokenize=analyze)
-        head, tail = ranked[: params.rerank_depth], ranked[params.rerank_depth :]
+        head, tail = ranked[:depth], ranked[depth:]
         head = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], head, warnings=result.warnings))
         second = _second_stage(params, result.warnings) if len(head) >= 4 else None
         if second is not None:
@@ -291,18 +302,35 @@ _EMBEDDER_BOUND = ("fusion", "rerank", "paths")
 # above it on all three.
 LEXICAL_FUSION = FusionParams(mode="weighted", vector_weight=0.05, bm25_weight=0.95)
 
-# An untuned KB over model vectors (e5-small), nDCG@10 on cranfield-beir / CMRC2018 (first 300
-# passages, 1,042 questions) / the docs KB's 70 golden questions: BM25 0.3765 / 0.9885 / 0.8399,
-# vector 0.3753 / 0.9950 / 0.8197; RRF 0.7/0.3 with the rerank 0.3820 / 0.9951 / 0.8044 (below
-# both legs on docs), without it 0.3943 / 0.9882 / 0.8197; weighted 0.7/0.3 without the rerank
-# 0.3884 / 0.9920 / 0.8639, with it 0.3934 / 0.9962 / 0.8415. Only the last is at or above the
-# best leg on all three (seed 001/002's weighted hybrid, vector 0.7 / BM25 0.3).
+# An untuned KB over model vectors (e5-small): weighted 0.7/0.3 (seed 001/002's hybrid), the
+# five-factor rerank on fusion's top 10 only (MODEL_HYBRID_RERANK_DEPTH). nDCG@10 on cranfield-beir
+# (225 q) / CMRC2018 dev (848 passages, 3,219 q) / the same cut into ~155-character windows with
+# and without titles (2,789 passages, `evaluation.probes.squad_windows`) / the docs KB (120 q),
+# measured with `evaluation.probes.fusion_probe`:
+#   BM25                              0.3765 / 0.9856 / 0.9164 / 0.8820 / 0.8414
+#   vector, rerank top 20             0.3753 / 0.9898 / 0.9488 / 0.9155 / 0.8175
+#   RRF 0.7/0.3, rerank top 20        0.3820 / 0.9904 / 0.9494 / 0.9195 / 0.8111  (an earlier default)
+#   weighted 0.7/0.3, rerank top 20   0.3934 / 0.9936 / 0.9534 / 0.9200 / 0.8370  (below BM25 on docs)
+#   weighted 0.7/0.3, no rerank       0.3884 / 0.9869 / 0.9394 / 0.9049 / 0.8517  (below the vectors)
+#   weighted 0.7/0.3, rerank top 10   0.3918 / 0.9928 / 0.9525 / 0.9181 / 0.8459
+# Only the last is at or above the best leg on all five. The scorer is half lexical (key terms,
+# title, Jaccard) and e5's cosines differ little, so on a fused list it counts BM25's evidence
+# twice: reaching to rank 20 it lifts word-matching hits that fusion placed lower. Within the
+# top 10 it only reorders what fusion chose. Weights 0.6/0.4 and 0.5/0.5 scored within 0.005 of
+# 0.7/0.3 with the top-10 rerank. Vector and multipath modes, which score lower with a top-10
+# rerank on four of the five sets, keep rerank_depth (20).
 MODEL_FUSION = FusionParams(mode="weighted", vector_weight=0.7, bm25_weight=0.3)
+MODEL_HYBRID_RERANK_DEPTH = 10
 
 
 def default_fusion(embedder_name: str) -> FusionParams:
     """The fusion an untuned KB searches with: MODEL_FUSION, or LEXICAL_FUSION over hashing vectors."""
     return LEXICAL_FUSION if is_lexical(embedder_name) else MODEL_FUSION
+
+
+def default_hybrid_rerank_depth(embedder_name: str) -> int | None:
+    """How deep hybrid search reranks: MODEL_HYBRID_RERANK_DEPTH over model vectors, else rerank_depth."""
+    return None if is_lexical(embedder_name) else MODEL_HYBRID_RERANK_DEPTH
 
 
 def default_paths(embedder_name: str) -> PathWeights:
@@ -327,6 +355,7 @@ def params_for_kb(kb: KnowledgeBase, **overrides: Any) -> RetrievalParams:
     paths = dataclasses.replace(default_paths(kb.embedder or ""), **path_values)
     values = {k: v for k, v in stored.items() if k in _PARAM_FIELDS}
     values.setdefault("rerank", default_rerank(kb.embedder or ""))
+    values.setdefault("hybrid_rerank_depth", default_hybrid_rerank_depth(kb.embedder or ""))
     values.setdefault("rerank_second_stage", settings.RERANK_SECOND_STAGE)
     params = RetrievalParams(
         fusion=fusion, paths=paths, max_query_chars=settings.RETRIEVAL_MAX_QUERY_CHARS, **values

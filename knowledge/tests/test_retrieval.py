@@ -195,6 +195,51 @@ def test_an_untuned_kb_searches_as_its_embedder_suits(kb, embedder, expected):
     assert (params.fusion.mode, params.fusion.vector_weight, params.fusion.bm25_weight, params.rerank, path_weights) == expected
 
 
+@pytest.mark.parametrize(
+    ("embedder", "depths"),
+    [
+        ("e5-small", {"hybrid": 10, "vector": 20, "multipath": 20}),
+        ("openai:text-embedding-3-small", {"hybrid": 10, "vector": 20, "multipath": 20}),
+        ("hashing-1024", {"hybrid": 20, "vector": 20, "multipath": 20}),
+    ],
+)
+def test_an_untuned_kb_over_model_vectors_reranks_only_fusions_top_10(kb, embedder, depths):
+    kb.embedder = embedder
+
+    measured = {mode: params_for_kb(kb, mode=mode).head_to_rerank for mode in depths}
+    # The playground switches modes on the KB's params rather than asking for new ones.
+    switched = {mode: dataclasses.replace(params_for_kb(kb), mode=mode).head_to_rerank for mode in depths}
+
+    assert measured == switched == depths
+
+
+def test_a_tuned_kb_keeps_its_fusion_and_rerank_over_the_embedders_defaults(kb):
+    KnowledgeBase.objects.filter(pk=kb.pk).update(embedder="e5-small")
+    kb.refresh_from_db()
+    tuned = FusionParams(mode="rrf", vector_weight=0.2, bm25_weight=0.8)
+    save_params_for_kb(kb, RetrievalParams(mode="hybrid", rerank=False, fusion=tuned))
+    kb.refresh_from_db()
+
+    params = params_for_kb(kb)
+
+    assert params.fusion == tuned and params.rerank is False
+    assert params_for_kb(kb, hybrid_rerank_depth=3).head_to_rerank == 3
+
+
+def test_hybrid_reranks_only_the_head_its_depth_names(kb):
+    ingest(kb)
+    params = RetrievalParams(mode="hybrid", postprocess=False, top_k=30, example_penalty=False, hybrid_rerank_depth=4)
+
+    result = retrieve("vector search keyword BM25 cosine tokenisation quantisation", kb, params)
+
+    assert len(result.fused) > 4
+    fused_ids = [c.chunk_id for c in result.fused]
+    reranked_ids = [c.chunk_id for c in result.reranked]
+    assert sorted(reranked_ids[:4]) == sorted(fused_ids[:4]) and reranked_ids[4:] == fused_ids[4:]
+    assert all("rerank" in c.scores for c in result.reranked[:4])
+    assert not any("rerank" in c.scores for c in result.reranked[4:])
+
+
 def test_settings_tuned_for_one_embedder_do_not_carry_over_to_the_next(kb):
     KnowledgeBase.objects.filter(pk=kb.pk).update(embedder="e5-small")
     save_params_for_kb(kb, RetrievalParams(mode="hybrid", rerank=False, fusion=FusionParams(vector_weight=0.4, bm25_weight=0.6)))
