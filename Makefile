@@ -46,7 +46,7 @@ chromium:
 
 # A Celery worker for the full stack (needs REDIS_URL or CELERY_BROKER_URL).
 worker: $(VENV)/.installed
-	$(VENV)/bin/celery -A agentic_rag worker --queues default,ingestion,embedding --loglevel INFO
+	$(VENV)/bin/celery -A agentic_rag worker --queues default,ingestion,embedding,graph --loglevel INFO
 
 clean:
 	rm -rf $(VENV) var/staticfiles

@@ -24,11 +24,14 @@ def _tasks_run_inline(settings):
 def _fresh_search_backend():
     # The embedded backend caches indexes by KB id and content_version; test databases
     # reuse both after each rollback, so each test gets its own backend.
+    import graphrag.search
     import knowledge.search
 
     knowledge.search._backend = None
+    graphrag.search._cache.clear()  # the same goes for the graph's arrays
     yield
     knowledge.search._backend = None
+    graphrag.search._cache.clear()
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def queue_depth() -> int:
             channel = connection.default_channel
             return sum(
                 channel.queue_declare(queue=name, passive=True).message_count
-                for name in ("default", "ingestion", "embedding")
+                for name in ("default", "ingestion", "embedding", "graph")
             )
     except Exception:  # an unreachable broker must not fail the metrics answer
         return 0

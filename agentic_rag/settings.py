@@ -142,13 +142,22 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Own queues for ingestion and embedding: re-embedding a KB can take hours, so it never
-# holds up ingestion. `make worker` consumes all three.
+# holds up ingestion. `make worker` consumes all four.
 CELERY_TASK_ROUTES = {
     "knowledge.tasks.ingest_document": {"queue": "ingestion"},
     "knowledge.tasks.upgrade_embeddings": {"queue": "embedding"},
     "knowledge.tasks.resume_embedding_upgrades": {"queue": "embedding"},
+    "graphrag.tasks.build_knowledge_graph": {"queue": "graph"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The knowledge graph (graphrag): built after ingestion, debounced per KB (a burst of uploads
+# makes one build); one build per KB at a time under a lock a live build keeps refreshing.
+GRAPH_BUILD_AFTER_INGESTION = os.getenv("GRAPH_BUILD_AFTER_INGESTION", "1") == "1"
+GRAPH_BUILD_DEBOUNCE_S = int(os.getenv("GRAPH_BUILD_DEBOUNCE_S", "10"))
+GRAPH_BUILD_LOCK_S = int(os.getenv("GRAPH_BUILD_LOCK_S", "120"))
+# "auto": a language model extracts when one is configured, else the rules; "rules"; "llm".
+GRAPH_EXTRACTOR = os.getenv("GRAPH_EXTRACTOR", "auto")
+GRAPH_LLM_TIMEOUT_S = float(os.getenv("GRAPH_LLM_TIMEOUT_S", "30"))
 # "celery" sends tasks to the broker, "thread" runs them in-process in the background,
 # "inline" runs them at once in the caller (tests, management commands).
 BACKGROUND_TASKS = os.getenv("BACKGROUND_TASKS", "celery" if CELERY_BROKER_URL else "thread")

@@ -30,8 +30,19 @@ from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
 from .search import Hit, SearchBackend, best_of, get_backend, pinned
 
-Mode = Literal["bm25", "vector", "hybrid", "multipath"]
-MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath")
+Mode = Literal["bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph"]
+MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph")
+GRAPH_MODES: tuple[str, ...] = ("graph", "hybrid+graph")  # need the KB's graph (graphrag builds it)
+
+# Recall legs other apps provide over a KB's chunks, by name: `graphrag` registers "graph"
+# (knowledge comes before graphrag in the dependency chain, so it cannot import it).
+# A leg takes the KB, the query and how many hits to return.
+GraphLeg = Callable[[KnowledgeBase, str, int], list[tuple[int, float]]]
+RECALL_LEGS: dict[str, GraphLeg] = {}
+
+
+def register_leg(name: str, leg: GraphLeg) -> None:
+    RECALL_LEGS[name] = leg
 
 
 class InvalidQuery(ValueError):
@@ -45,6 +56,8 @@ class RetrievalParams:
     leg_top_k: int = 30  # per leg, before fusion
     fusion: FusionParams = FusionParams()
     paths: PathWeights = PathWeights()  # multipath only
+    # hybrid+graph: the graph leg's weight in fusion beside vector and BM25's (see GRAPH_WEIGHT).
+    graph_weight: float = 0.3
     rerank: bool = True
     rerank_depth: int = 20  # only the ranking's head is reranked; the tail keeps its order
     # In hybrid mode, when set, instead of rerank_depth: the fused list already holds BM25's
@@ -74,7 +87,7 @@ class RetrievalParams:
     @property
     def head_to_rerank(self) -> int:
         """How many of the ranking's first candidates the rerank reorders in this mode."""
-        if self.mode == "hybrid" and self.hybrid_rerank_depth is not None:
+        if self.mode in ("hybrid", "hybrid+graph") and self.hybrid_rerank_depth is not None:
             return self.hybrid_rerank_depth
         return self.rerank_depth
 
@@ -210,16 +223,30 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
         bonuses = FusionBonuses().scaled(params.paths.bonus_scale)
         return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope, bonuses=bonuses))
     legs = {}
-    if params.mode in ("bm25", "hybrid"):
+    if params.mode in ("bm25", "hybrid", "hybrid+graph"):
         hits = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
         legs["bm25"] = context.candidates(hits, "bm25")
-    if params.mode in ("vector", "hybrid"):
+    if params.mode in ("vector", "hybrid", "hybrid+graph"):
         hits = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
         legs["vector"] = context.candidates(hits, "vector")
+    if params.mode in GRAPH_MODES:
+        legs["graph"] = timer("graph", lambda: _graph_leg(context, params, result))
     result.legs = legs
     if len(legs) == 1:
         return [_as_fused(candidate) for candidate in next(iter(legs.values()))]
-    return timer("fusion", lambda: fuse(legs, params=params.fusion))
+    weights = {"graph": params.graph_weight}
+    return timer("fusion", lambda: fuse(legs, weights, params=params.fusion))
+
+
+def _graph_leg(context: SearchContext, params: RetrievalParams, result: RetrievalResult) -> list[Candidate]:
+    leg = RECALL_LEGS.get("graph")
+    if leg is None:
+        result.warnings.append("graph search is not available in this deployment")
+        return []
+    hits = leg(context.kb, context.queries[0], params.leg_top_k)
+    if not hits and params.mode == "graph":
+        result.warnings.append("the question names no entity of the knowledge base's graph (or it has none yet)")
+    return context.candidates(hits, "graph")
 
 
 def _as_fused(candidate: Candidate) -> Candidate:

@@ -10,8 +10,9 @@ from agentic_rag.embeddings import get_embedder
 
 from .indexing import background_target, reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
-from .models import DocumentStatus, KnowledgeBase
+from .models import Document, DocumentStatus, KnowledgeBase
 from .progress import BackgroundIndexing, publish_background_indexing, publish_progress
+from .signals import document_ingested
 
 
 class IngestionTask(Task):
@@ -35,6 +36,7 @@ def ingest_document(document_id: int) -> str:
     job = run_ingestion(document_id, on_progress=publish_progress)
     if job and job.status == DocumentStatus.READY:
         kb = KnowledgeBase.objects.get(documents=document_id)
+        document_ingested.send(sender=Document, document=Document.objects.get(pk=document_id))
         if upgrade_target(kb):
             dispatch(upgrade_embeddings, kb.pk)
     return job.status if job else "skipped"

@@ -22,10 +22,20 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 from xml.sax.saxutils import unescape
 
-from agentic_rag.llm.base import Completion, CompletionOptions, Message, Usage, complete_json_with
+from agentic_rag.llm.base import (
+    Completion,
+    CompletionOptions,
+    LLMUnavailable,
+    Message,
+    Usage,
+    complete_json_with,
+    json_messages,
+)
+from agentic_rag.llm.json_reply import extract_json
 from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Similarity, read
 from agentic_rag.llm.units import has_cjk, split_units
 
@@ -201,3 +211,17 @@ def _singular(word: str) -> str:
 
 def _unescape(text: str) -> str:
     return unescape(text, _ENTITIES)
+
+
+def model_json(
+    llm: Any, messages: Sequence[Message], options: CompletionOptions, schema_hint: str, *, field: str
+) -> dict:
+    """Ask the configured model for a JSON object.
+
+    Raise LLMUnavailable when the answer came from the router's extractive fallback: it
+    quotes documents, it cannot classify or rewrite, and its text would be taken for a result.
+    """
+    completion = llm.complete(json_messages(messages, schema_hint), replace(options, json_mode=True))
+    if getattr(completion, "provider", "") == ExtractiveProvider.name:
+        raise LLMUnavailable("no language model answered (the extractive fallback did)")
+    return extract_json(completion.text, field=field)

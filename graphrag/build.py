@@ -1,0 +1,303 @@
+"""Build or update a KB's graph: read changed documents, link mentions, recompute communities.
+
+A build is incremental: a document is read again only when its fingerprint (live version and
+content hash) differs from the one recorded in GraphDocument, and each document is written
+in one transaction together with its new fingerprint. A build stopped half-way (a killed
+worker) leaves whole documents behind it, so the next build resumes where it stopped, and no
+entity is ever created twice (keys are unique per KB). Deleted documents take their mentions
+and relations with them (cascade); their entities are recounted and, left unmentioned, removed.
+Only the communities that hold an entity whose mentions changed are recomputed.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from knowledge.chunking import count_tokens
+from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase
+
+from .communities import CommunityParams, recompute
+from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
+from .extraction import Extraction, TermDictionary, dictionary_for, extract
+from .llm_extraction import estimate_tokens
+from .models import Entity, GraphBuild, GraphDocument, Mention, Relation
+
+Extractor = Callable[[str, TermDictionary], Extraction]
+Progress = Callable[[int, str], None]
+
+
+@dataclass
+class BuildReport:
+    entities: int = 0
+    relations: int = 0
+    communities: int = 0
+    documents: int = 0  # documents read in this build
+    llm_calls: int = 0
+    llm_tokens_estimated: int = 0
+    seconds: float = 0.0
+    chunks: int = 0
+    communities_recomputed: int = 0
+    peak_memory_mb: float = 0.0  # peak RSS of the process that built
+    dry_run: bool = False
+    extractor: str = "rules"
+    log: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def fingerprint(document: Document) -> str:
+    return f"{document.live_version}:{document.sha256}"
+
+
+def documents_to_read(kb: KnowledgeBase, *, full: bool, extractor_name: str) -> list[Document]:
+    """The KB's searchable documents whose graph facts are missing or out of date."""
+    live = list(Document.objects.filter(kb=kb, live_version__gt=0).exclude(status=DocumentStatus.FAILED).order_by("id"))
+    if full:
+        return live
+    known = dict(GraphDocument.objects.filter(kb=kb).values_list("document_id", "fingerprint"))
+    extractors = dict(GraphDocument.objects.filter(kb=kb).values_list("document_id", "extractor"))
+    return [d for d in live if known.get(d.id) != fingerprint(d) or extractors.get(d.id) != extractor_name]
+
+
+def kb_dictionary(kb: KnowledgeBase) -> TermDictionary:
+    """The built-in terms plus the KB's own headings and tags."""
+    chunks = Chunk.objects.filter(kb=kb).live()
+    headings = set(chunks.exclude(section_title="").values_list("section_title", flat=True).distinct())
+    headings |= set(chunks.exclude(chapter_level_2="").values_list("chapter_level_2", flat=True).distinct())
+    tags = {tag for row in chunks.children().values_list("tags", flat=True)[:20000] for tag in row or ()}
+    return dictionary_for(headings, tags)
+
+
+def build_graph(
+    kb: KnowledgeBase,
+    *,
+    full: bool = False,
+    dry_run: bool = False,
+    extractor: Extractor = extract,
+    extractor_name: str = "rules",
+    llm_extraction: bool = False,
+    community_params: CommunityParams = CommunityParams(),
+    summarise: Callable[[str, list[str]], str] | None = None,
+    on_progress: Progress | None = None,
+) -> BuildReport:
+    """Bring the graph of `kb` up to date with its documents (all of them when `full`)."""
+    started = time.perf_counter()
+    report = BuildReport(dry_run=dry_run, extractor=extractor_name)
+    try:
+        documents = documents_to_read(kb, full=full, extractor_name=extractor_name)
+        chunk_rows = _child_chunks(documents)
+        report.documents, report.chunks = len(documents), sum(len(rows) for rows in chunk_rows.values())
+        if llm_extraction:
+            texts = [text for rows in chunk_rows.values() for _, text in rows]
+            report.llm_calls, report.llm_tokens_estimated = len(texts), estimate_tokens(texts, count_tokens)
+        if dry_run:
+            _count(kb, report)
+            return report
+        if full:
+            _clear(kb)
+        touched = _read_documents(kb, documents, chunk_rows, extractor, report, on_progress)
+        step = time.perf_counter()
+        touched |= _recount(kb)
+        report.timings_ms["recount"] = _ms(step)
+        step = time.perf_counter()
+        if on_progress:
+            on_progress(95, "communities")
+        scope = None if full else touched
+        if scope is None or scope:
+            report.communities_recomputed = recompute(kb, scope, community_params, summarise=summarise)
+        report.timings_ms["communities"] = _ms(step)
+        _count(kb, report)
+    finally:
+        # The process's peak resident set (Linux reports KiB): what a worker needs for this KB.
+        report.peak_memory_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 1)
+
+
+def _count(kb: KnowledgeBase, report: BuildReport) -> None:
+    report.entities = Entity.objects.filter(kb=kb).count()
+    report.relations = Relation.objects.filter(kb=kb).count()
+    report.communities = _communities(kb)
+
+
+def _communities(kb: KnowledgeBase) -> int:
+    from .models import Community
+
+    return Community.objects.filter(kb=kb).count()
+
+
+def _clear(kb: KnowledgeBase) -> None:
+    from .models import Community
+
+    with transaction.atomic():
+        Community.objects.filter(kb=kb).delete()
+        Entity.objects.filter(kb=kb).delete()  # mentions and relations cascade
+        GraphDocument.objects.filter(kb=kb).delete()
+
+
+def _child_chunks(documents: Sequence[Document]) -> dict[int, list[tuple[int, str]]]:
+    rows: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    ids = [d.id for d in documents]
+    for start in range(0, len(ids), 500):
+        chunks = Chunk.objects.filter(document_id__in=ids[start : start + 500]).live().children()
+        for document_id, chunk_id, text in chunks.order_by("document_id", "index").values_list("document_id", "id", "text"):
+            rows[document_id].append((chunk_id, text))
+    return rows
+
+
+def _load_index(kb: KnowledgeBase) -> tuple[EntityIndex, dict[str, int]]:
+    index = EntityIndex(name_vectors)
+    ids: dict[str, int] = {}
+    for entity_id, key, name, vector in Entity.objects.filter(kb=kb).values_list("id", "key", "name", "embedding"):
+        index.add(key, name, np.frombuffer(vector, dtype=np.float32) if vector else None)
+        ids[key] = entity_id
+    return index, ids
+
+
+def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -> set[int]:
+    """Extract, link and store each document in its own transaction; return touched entity ids."""
+    dictionary = kb_dictionary(kb)
+    index, ids = _load_index(kb)
+    params = DisambiguationParams()
+    touched: set[int] = set()
+    timings = Counter()
+    for number, document in enumerate(documents, 1):
+        step = time.perf_counter()
+        extractions = [(chunk_id, extractor(text, dictionary)) for chunk_id, text in chunk_rows.get(document.id, [])]
+        timings["extract"] += time.perf_counter() - step
+        step = time.perf_counter()
+        links = _link_all(extractions, index, params)
+        timings["disambiguate"] += time.perf_counter() - step
+        step = time.perf_counter()
+        with transaction.atomic():
+            touched |= set(
+                Mention.objects.filter(document=document).values_list("entity_id", flat=True)
+            )
+            Mention.objects.filter(document=document).delete()
+            Relation.objects.filter(document=document).delete()
+            touched |= _store(kb, document, extractions, links, index, ids)
+            GraphDocument.objects.update_or_create(
+                document=document, defaults={"kb": kb, "fingerprint": fingerprint(document), "extractor": report.extractor}
+            )
+        timings["store"] += time.perf_counter() - step
+        if on_progress:
+            on_progress(round(90 * number / len(documents)), "extracting")
+    report.timings_ms.update({k: round(v * 1000, 1) for k, v in timings.items()})
+    return touched
+
+
+def _link_all(extractions, index: EntityIndex, params: DisambiguationParams) -> dict[str, tuple[str, str]]:
+    """Mention key → (entity key, type) for every mention of one document."""
+    links: dict[str, tuple[str, str]] = {}
+    for _, extraction in extractions:
+        for mention in extraction.mentions:
+            if mention.key in links:
+                continue
+            found = link(mention.key, mention.surface, index, params)
+            if found.new:
+                index.add(mention.key, mention.surface)
+            links[mention.key] = (found.key, mention.type)
+    return links
+
+
+def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, int]) -> set[int]:
+    new_keys = list(dict.fromkeys(key for key, _ in links.values() if key not in ids))
+    if new_keys:
+        types = dict(links.values())
+        vectors = name_vectors([index.names[k] for k in new_keys])
+        created = Entity.objects.bulk_create(
+            Entity(kb=kb, key=key, name=index.names[key][:200], type=types[key], embedding=vector.astype(np.float32).tobytes())
+            for key, vector in zip(new_keys, vectors, strict=True)
+        )
+        if any(e.pk is None for e in created):  # backends that do not return ids
+            created = list(Entity.objects.filter(kb=kb, key__in=new_keys))
+        ids.update({e.key: e.pk for e in created})
+        for entity, vector in zip(new_keys, vectors, strict=True):
+            index.vectors[entity] = vector
+    mentions: dict[tuple[int, int], list] = {}
+    explicit: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    together: dict[tuple[int, int], list[int]] = defaultdict(list)
+    aliases: dict[int, set[str]] = defaultdict(set)
+    for chunk_id, extraction in extractions:
+        for mention in extraction.mentions:
+            entity_id = ids[links[mention.key][0]]
+            row = mentions.setdefault((entity_id, chunk_id), [mention.surface, 0])
+            row[1] += 1
+            aliases[entity_id].add(mention.surface)
+        for triple in extraction.relations:
+            source, target = ids[links[triple.source][0]], ids[links[triple.target][0]]
+            if source != target:
+                explicit[(source, triple.relation, target)].append(chunk_id)
+        for a, b in extraction.co_occurrences:
+            source, target = sorted((ids[links[a][0]], ids[links[b][0]]))
+            if source != target:
+                together[(source, target)].append(chunk_id)
+    Mention.objects.bulk_create(
+        Mention(entity_id=e, chunk_id=c, document=document, surface=s[:200], count=n) for (e, c), (s, n) in mentions.items()
+    )
+    Relation.objects.bulk_create(
+        [
+            Relation(kb=kb, document=document, source_id=s, target_id=t, relation=r, weight=Relation.EXPLICIT, evidence=sorted(set(c))[:20])
+            for (s, r, t), c in explicit.items()
+        ]
+        + [
+            Relation(kb=kb, document=document, source_id=s, target_id=t, relation="co_occurs", weight=Relation.CO_OCCURRENCE, evidence=sorted(set(c))[:20])
+            for (s, t), c in together.items()
+        ],
+        batch_size=1000,
+    )
+    _add_aliases(aliases)
+    return set(aliases)
+
+
+def _add_aliases(aliases: dict[int, set[str]]) -> None:
+    entities = list(Entity.objects.filter(id__in=aliases).only("id", "name", "aliases"))
+    changed = []
+    for entity in entities:
+        extra = sorted(s for s in aliases[entity.id] if s != entity.name and s not in entity.aliases)
+        if extra:
+            entity.aliases = (entity.aliases + extra)[:20]
+            changed.append(entity)
+    Entity.objects.bulk_update(changed, ["aliases"], batch_size=500)
+
+
+def _recount(kb: KnowledgeBase) -> set[int]:
+    """Store each entity's mention count, delete unmentioned ones; return the ids that changed."""
+    counted = dict(
+        Mention.objects.filter(entity__kb=kb).values("entity_id").annotate(n=Sum("count")).values_list("entity_id", "n")
+    )
+    stored = dict(Entity.objects.filter(kb=kb).values_list("id", "mention_count"))
+    changed = {e for e, n in stored.items() if counted.get(e, 0) != n}
+    orphans = [e for e in changed if not counted.get(e)]
+    Entity.objects.filter(id__in=orphans).delete()
+    updates = [Entity(id=e, mention_count=counted[e]) for e in changed if counted.get(e)]
+    Entity.objects.bulk_update(updates, ["mention_count"], batch_size=500)
+    return changed
+
+
+def finish(build: GraphBuild, report: BuildReport | None, error: str = "") -> None:
+    """Record a build's outcome on its row."""
+    if report is not None:
+        for name in ("documents", "entities", "relations", "communities", "llm_calls", "timings_ms"):
+            setattr(build, name, getattr(report, name))
+        build.log = "\n".join(report.log)
+    build.status = GraphBuild.FAILED if error else GraphBuild.DONE
+    build.error = error
+    build.progress = 100 if not error else build.progress
+    build.finished_at = timezone.now()
+    build.save()

@@ -1,0 +1,340 @@
+"""Read entities and relations out of a paragraph of text, offline, in Chinese and English.
+
+The design's rule extractor (seed S0 §2.1, docs/05-graphrag.md §2): a term dictionary matched
+first (built-in technical terms plus the KB's own headings and tags), then noun phrases
+(jieba part-of-speech tags for Chinese; CamelCase, acronyms, versioned names, code names and
+Title Case phrases for English), then relations: the 8 English and 7 Chinese relation patterns
+found between two mentions of one sentence, the stage → shortcut, layer and priority patterns,
+and co-occurrence between the mentions of one paragraph (weight 0.5).
+
+Everything here is a pure function of the text and the dictionary, so it is cheap to test
+and to run on a worker: no database, no model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+
+from knowledge.analysis import ENGLISH_STOP_WORDS
+
+from .models import EntityType
+
+T = EntityType
+
+# Seed S0 §2.1's technical terms (55+), with their node type.
+BUILTIN_TERMS: dict[str, str] = {
+    **dict.fromkeys(
+        ["StreamChatPipeline", "GraphRAG", "DeepSearch", "Fusion GraphRAG", "LightRAG", "HippoRAG", "RAPTOR",
+         "HyDE", "RRF", "BM25", "Reciprocal Rank Fusion", "Plan-Execute-Report", "ReAct", "MCP", "SSE",
+         "WebSocket", "RAG", "Agentic RAG", "OCR", "PageRank", "Map-Reduce", "JSON", "HTTP", "REST",
+         "OpenAI", "ASGI", "CSRF", "Markdown", "PDF", "DOCX", "LLM", "embedding", "rerank", "jieba",
+         "Tika", "nDCG", "cosine"],
+        T.TECHNOLOGY,
+    ),
+    **dict.fromkeys(
+        ["Neo4j", "Milvus", "pgvector", "Redis", "S3", "PostgreSQL", "SQLite", "Elasticsearch", "FAISS",
+         "RabbitMQ", "MinIO", "Chroma", "Qdrant"],
+        T.STORAGE,
+    ),
+    **dict.fromkeys(
+        ["Django", "Celery", "Channels", "HTMX", "FastAPI", "LangChain", "LangGraph", "LlamaIndex",
+         "Next.js", "React", "Daphne", "networkx", "numpy", "rank-bm25", "Playwright", "pytest"],
+        T.FRAMEWORK,
+    ),
+    **dict.fromkeys(
+        ["GLM-4", "Qwen", "bge-m3", "BGE-Reranker", "e5-small", "multilingual-e5-small", "GPT-4",
+         "text-embedding-3-small", "DeepSeek", "ChatGLM", "Claude"],
+        T.MODEL,
+    ),
+    **dict.fromkeys(["Docker", "K8s", "Kubernetes", "Caddy", "Nginx", "calculator", "manage.py"], T.TOOL),
+    **dict.fromkeys(["MRR", "recall@10", "nDCG@10", "p50", "p95", "latency", "precision", "F1"], T.METRIC),
+}
+
+# Relation words between two mentions of one sentence: (pattern, relation). English relations
+# are the design's eight names; Chinese ones keep their own word, as the design names them.
+_EN_RELATIONS: tuple[tuple[str, str], ...] = (
+    (r"\b(?:is|are) (?:a|an|the|one of the)\b(?: \w+)?(?: (?:kind|type|form) of)?", "is_a"),
+    (r"\b(?:includes?|including|contains?|consists? of|is made of|comprises?)\b", "includes"),
+    (r"\b(?:uses?|using|used by|relies on|calls?|based on|built on)\b", "uses"),
+    (r"\b(?:supports?|enables?|allows?)\b", "supports"),
+    (r"\b(?:integrates? with|combines? with|fuses?|merges? with|together with)\b", "integrates_with"),
+    (r"\b(?:depends? on|requires?|needs?|after)\b", "depends_on"),
+    (r"\b(?:replaces?|instead of|supersedes?|falls back to)\b", "replaces"),
+    (r"\b(?:extends?|builds? on|inherits? from)\b", "extends"),
+)
+_ZH_RELATIONS: tuple[tuple[str, str], ...] = (
+    (r"包含|包括|由.{0,6}组成|分为", "包含"),
+    (r"使用|采用|利用|基于|调用|借助", "使用"),
+    (r"支持|允许|提供", "支持"),
+    (r"融合|结合|合并", "融合"),
+    (r"依赖|需要|取决于|之后", "依赖"),
+    (r"替代|取代|代替|回退到|降级为", "替代"),
+    (r"演进|演变|升级为|发展为|扩展为", "演进"),
+)
+RELATIONS: tuple[str, ...] = tuple(dict.fromkeys(name for _, name in _EN_RELATIONS + _ZH_RELATIONS))
+CO_OCCURS = "co_occurs"
+TRIGGERS = "triggers"  # Stage N → Shortcut X
+
+_EN_RELATION_RES = tuple((re.compile(p, re.IGNORECASE), name) for p, name in _EN_RELATIONS)
+_ZH_RELATION_RES = tuple((re.compile(p), name) for p, name in _ZH_RELATIONS)
+# jieba tags some relation verbs as nouns (融合/vn); they end a noun phrase instead.
+_ZH_RELATION_WORDS = frozenset(w for p, _ in _ZH_RELATIONS for w in p.split("|") if re.fullmatch(r"[\u4e00-\u9fff]+", w))
+
+# The special patterns: stages, shortcuts, layers and priorities have canonical names, so
+# "阶段 5", "Stage 5" and "S5" are one node.
+_STAGE = re.compile(r"\b(?:Stage|stage)\s*(\d{1,2})\b|阶段\s*(\d{1,2})|(?<![A-Za-z0-9])S(\d)(?![A-Za-z0-9])")
+_SHORTCUT = re.compile(r"\b(?:Shortcut|shortcut)\s+([A-D])\b|短路\s*([A-D])(?![A-Za-z])")
+_LAYER = re.compile(r"(?<![A-Za-z0-9])L([0-4])(?![A-Za-z0-9])(?:\s*[\u4e00-\u9fff]{0,4}层)?|\bLayer\s+([0-4])\b")
+_PRIORITY = re.compile(r"(?<![A-Za-z0-9])P([0-3])(?![A-Za-z0-9])")
+_ARROW = re.compile(r"\s*(?:→|->|=>|⇒|触发|triggers?)\s*")
+
+# English noun phrases without a tagger: CamelCase, acronyms, names with digits or hyphens
+# between letters, `code`, and runs of two to four Capitalised words.
+_CODE = re.compile(r"`([A-Za-z_][\w./:-]{2,60}?)(?:\(\))?`")
+_EN_NAME = re.compile(
+    r"\b(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"  # CamelCase
+    r"|[A-Z]{2,}[0-9]*s?"  # acronyms
+    r"|[A-Za-z]+[0-9]+(?:[-.][A-Za-z0-9]+)*"  # versioned names: e5, GPT4, bge-m3
+    r"|[A-Za-z][a-z0-9]*(?:-[A-Za-z0-9]+)+)\b"  # hyphenated: rank-bm25, e5-small
+)
+_TITLE_PHRASE = re.compile(r"\b[A-Z][a-z]{2,}(?: (?:[A-Z][a-z]{2,}|of|and)){1,3}\b")
+_SENTENCE = re.compile(r"[^。！？!?；;\n]+(?:[。！？!?；;]|\n|$)")
+_PARAGRAPHS = re.compile(r"\n\s*\n")
+
+# Chinese part-of-speech tags that make noun phrases (jieba: n noun, nz other proper noun,
+# vn verbal noun, j abbreviation, nt organisation, nr person, ns place, eng a Latin word).
+_NOUN_TAGS = frozenset({"n", "nz", "vn", "j", "nt", "nr", "ns", "nrt", "eng"})
+# Nouns too general to be an entity of a technical KB.
+_GENERIC = frozenset(
+    ["问题", "方式", "方法", "内容", "情况", "时候", "部分", "结果", "时", "空", "中", "后", "前", "里", "上", "下", "数", "个数", "次数", "能力", "效果", "作用", "过程", "目标", "原因", "场景", "功能", "特点", "作用", "方面", "类型", "时间", "信息", "用户", "系统", "例如", "比如", "示例", "一般", "问", "答", "说明", "注意", "默认", "要求", "步骤", "用途", "表", "列", "行", "值", "字段", "参数", "文件", "名称", "名字", "地方", "人", "东西", "事", "情形"]
+)
+_EN_GENERIC = frozenset({"The", "This", "That", "These", "When", "Each", "Every", "With", "For", "See", "Note", "If"})
+
+
+@dataclass(frozen=True)
+class Mention:
+    surface: str  # as written
+    key: str  # normalised name
+    type: str
+    start: int
+
+
+@dataclass(frozen=True)
+class Triple:
+    source: str  # keys
+    relation: str
+    target: str
+
+
+@dataclass
+class Extraction:
+    mentions: list[Mention] = field(default_factory=list)
+    relations: list[Triple] = field(default_factory=list)  # explicit, weight 1.0
+    co_occurrences: list[tuple[str, str]] = field(default_factory=list)  # weight 0.5, keys sorted
+
+
+_KEY_SEPARATORS = re.compile(r"[\s\-_./·]+")
+
+
+def normalise(name: str) -> str:
+    """The key two spellings of one name share: NFKC, lower case, no spaces, hyphens or dots."""
+    folded = unicodedata.normalize("NFKC", name).lower()
+    return _KEY_SEPARATORS.sub("", folded)
+
+
+class TermDictionary:
+    """Known names and their types; matched before any noun phrase, longest first."""
+
+    def __init__(self, terms: Mapping[str, str]) -> None:
+        cleaned = {name.strip(): kind for name, kind in terms.items() if 2 <= len(name.strip()) <= 60}
+        self.types = {normalise(name): kind for name, kind in cleaned.items()}
+        # Short Latin names match case-sensitively: "KB" is a name, "kb" in a URL is not.
+        by_length = sorted(cleaned, key=len, reverse=True)
+        groups = (
+            ([n for n in by_length if n.isascii() and len(n) < 5], 0),
+            ([n for n in by_length if n.isascii() and len(n) >= 5], re.IGNORECASE),
+        )
+        self.patterns = [
+            re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w-])", flags)
+            for names, flags in groups
+            if names
+        ]
+        cjk = [n for n in by_length if not n.isascii()]
+        if cjk:
+            self.patterns.append(re.compile("|".join(map(re.escape, cjk))))
+
+    def find(self, text: str) -> Iterable[re.Match]:
+        for pattern in self.patterns:
+            yield from pattern.finditer(text)
+
+    def type_of(self, key: str) -> str | None:
+        return self.types.get(key)
+
+
+_HEADING_NUMBER = re.compile(r"^\s*(?:[#>*\-]+\s*)?(?:第[一二三四五六七八九十\d]+[章节部分]|[\d.]+|[A-Z]\.|[一二三四五六七八九十]+、)\s*")
+
+
+def dictionary_for(headings: Iterable[str], tags: Iterable[str]) -> TermDictionary:
+    """The built-in terms plus a KB's own short headings and tags (type concept)."""
+    terms: dict[str, str] = {}
+    for heading in headings:
+        name = _HEADING_NUMBER.sub("", heading).strip(" :：#")
+        # A short heading names a thing ("Quality gate", "质量门控"); a long one is a sentence.
+        short = len(name.split()) <= 4 if name.isascii() else len(name) <= 10
+        if len(name) >= 3 and short and not re.search(r"[?？:：,，()（）`]", name) and name.lower() not in ENGLISH_STOP_WORDS:
+            terms.setdefault(name, T.CONCEPT)
+    for tag in tags:
+        # Automatic tags include plain words ("path", "user"); only names are entities.
+        if 2 <= len(tag) <= 30 and not re.fullmatch(r"[a-z]+", tag):
+            terms.setdefault(tag, T.CONCEPT)
+    terms.update(BUILTIN_TERMS)
+    return TermDictionary(terms)
+
+
+@cache
+def _posseg():
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(60)
+    return jieba.posseg
+
+
+def _type_by_shape(name: str) -> str:
+    if re.fullmatch(r"[A-Z]{2,}[0-9]*s?", name):
+        return T.TECHNOLOGY
+    if re.search(r"[0-9]", name) and re.search(r"[A-Za-z]", name):
+        return T.MODEL if re.search(r"(?i)gpt|glm|qwen|bge|e5|llama|bert|m3", name) else T.TECHNOLOGY
+    if name.isascii() and re.search(r"[a-z][A-Z]", name):
+        return T.TECHNOLOGY
+    return T.CONCEPT
+
+
+def _special_mentions(text: str) -> list[Mention]:
+    found = []
+    for match in _STAGE.finditer(text):
+        number = next(g for g in match.groups() if g)
+        found.append(Mention(match.group(0), f"stage{number}", T.STAGE, match.start()))
+    for match in _SHORTCUT.finditer(text):
+        letter = next(g for g in match.groups() if g)
+        found.append(Mention(match.group(0), f"shortcut{letter.lower()}", T.SHORTCUT, match.start()))
+    for match in _LAYER.finditer(text):
+        number = next(g for g in match.groups() if g)
+        found.append(Mention(match.group(0).strip(), f"layer{number}", T.LAYER, match.start()))
+    for match in _PRIORITY.finditer(text):
+        found.append(Mention(match.group(0), f"p{match.group(1)}", T.PRIORITY, match.start()))
+    return found
+
+
+def _chinese_noun_phrases(text: str, offset: int) -> list[Mention]:
+    """Runs of one to three nouns ("质量" + "门控" → 质量门控), 2–8 characters, not generic."""
+    found: list[Mention] = []
+    run: list[tuple[str, int]] = []
+    position = offset
+
+    def flush() -> None:
+        if run:
+            words = [w for w, _ in run if w not in _GENERIC] if len(run) == 1 else [w for w, _ in run]
+            phrase = "".join(words)
+            if 2 <= len(phrase) <= 8 and phrase not in _GENERIC:
+                found.append(Mention(phrase, normalise(phrase), T.CONCEPT, run[0][1]))
+            run.clear()
+
+    for word, flag in _posseg().lcut(text, HMM=False):
+        cjk = "\u4e00" <= word[0] <= "\u9fff"
+        if cjk and flag in _NOUN_TAGS and word not in _ZH_RELATION_WORDS:
+            if len(run) == 3:
+                flush()
+            run.append((word, position))
+        else:
+            flush()
+        position += len(word)
+    flush()
+    return found
+
+
+def _english_names(text: str) -> list[Mention]:
+    found = []
+    for match in _CODE.finditer(text):
+        name = match.group(1)
+        found.append(Mention(name, normalise(name), T.TOOL if "." in name or "/" in name else T.CONCEPT, match.start(1)))
+    for match in _EN_NAME.finditer(text):
+        name = match.group(0)
+        if len(name) >= 2 and not name.isdigit() and not re.fullmatch(r"[A-Za-z]\d{1,2}|v?\d[\d.]*", name):
+            found.append(Mention(name, normalise(name), _type_by_shape(name), match.start()))
+    for match in _TITLE_PHRASE.finditer(text):
+        words = match.group(0).split()
+        while words and (words[0] in _EN_GENERIC or words[-1] in ("of", "and")):
+            words = words[1:] if words[0] in _EN_GENERIC else words[:-1]
+        if len(words) >= 2:
+            name = " ".join(words)
+            found.append(Mention(name, normalise(name), T.CONCEPT, match.start() + match.group(0).index(words[0])))
+    return found
+
+
+def find_mentions(text: str, dictionary: TermDictionary) -> list[Mention]:
+    """Every entity mention of text, in order, without overlaps (dictionary and patterns win)."""
+    strong = [
+        Mention(m.group(0), normalise(m.group(0)), dictionary.type_of(normalise(m.group(0))) or T.CONCEPT, m.start())
+        for m in dictionary.find(text)
+    ] + _special_mentions(text)
+    weak = _english_names(text)
+    if not text.isascii():
+        for run in re.finditer(r"[\u4e00-\u9fff]+", text):
+            weak.extend(_chinese_noun_phrases(run.group(0), run.start()))
+    chosen: list[Mention] = []
+    taken: list[tuple[int, int]] = []
+    for mention in strong + weak:
+        span = (mention.start, mention.start + len(mention.surface))
+        if mention.key and not any(span[0] < end and start < span[1] for start, end in taken):
+            kind = dictionary.type_of(mention.key) or mention.type
+            chosen.append(Mention(mention.surface, mention.key, kind, mention.start))
+            taken.append(span)
+    return sorted(chosen, key=lambda m: m.start)
+
+
+def _relation_between(gap: str) -> str | None:
+    """The relation a short stretch of text between two mentions states, if any."""
+    if len(gap) > 40 or re.search(r"[，,、]\s*\S+\s*[，,、]", gap):
+        return None
+    for pattern, name in _ZH_RELATION_RES if not gap.isascii() else _EN_RELATION_RES:
+        if pattern.search(gap):
+            return name
+    if gap.isascii():
+        return None
+    for pattern, name in _EN_RELATION_RES:
+        if pattern.search(gap):
+            return name
+    return None
+
+
+def extract(text: str, dictionary: TermDictionary, *, max_pairs_per_paragraph: int = 12) -> Extraction:
+    """Mentions, explicit relations and co-occurrences of one chunk of text."""
+    result = Extraction()
+    seen: set[Triple] = set()
+    for paragraph in _PARAGRAPHS.split(text):
+        mentions = find_mentions(paragraph, dictionary)
+        result.mentions.extend(mentions)
+        for sentence in _SENTENCE.finditer(paragraph):
+            inside = [m for m in mentions if sentence.start() <= m.start < sentence.end()]
+            for left, right in itertools.pairwise(inside):
+                if left.key == right.key:
+                    continue
+                gap = paragraph[left.start + len(left.surface) : right.start]
+                if left.type == T.STAGE and right.type == T.SHORTCUT and _ARROW.search(gap):
+                    relation = TRIGGERS
+                else:
+                    relation = _relation_between(gap)
+                triple = Triple(left.key, relation, right.key) if relation else None
+                if triple and triple not in seen:
+                    seen.add(triple)
+                    result.relations.append(triple)
+        # Co-occurrence: the paragraph's first distinct entities, pairwise.
+        keys = list(dict.fromkeys(m.key for m in mentions))[:max_pairs_per_paragraph]
+        result.co_occurrences.extend(itertools.combinations(sorted(keys), 2))
+    return result

@@ -1,0 +1,278 @@
+"""Query a KB's graph: entities named in a question, local, global and path search, and PPR.
+
+The graph of a KB is loaded once into arrays (`GraphIndex`) and kept per process until a
+build changes it, so a query costs a few array operations, not a walk over the ORM.
+
+- `match_entities`: the entities a question names, found with the build's own extractor and
+  disambiguation (dictionary of the KB's entity names and aliases, then string recall).
+- `personalised_pagerank`: HippoRAG-style random walk with restart over entities ↔ chunks,
+  seeded at the question's entities (rarer entities weigh more). It scores chunks that are
+  one or two hops away from what the question names: the graph leg of `retrieve()`.
+- `local_search`: matched entities, their strongest neighbours and relations, their chunks.
+- `global_search`: map over community summaries (score each by the question), reduce the best.
+- `path_search`: the shortest weighted path between two named entities, with its evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+from django.db.models import Max, Q
+
+from knowledge.analysis import analyze
+from knowledge.models import KnowledgeBase
+
+from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
+from .extraction import TermDictionary, find_mentions
+from .models import Community, Entity, GraphDocument, Mention, Relation
+
+
+@dataclass
+class GraphIndex:
+    """One KB's graph as arrays: entity rows 0..E-1, chunk rows E..E+C-1."""
+
+    version: tuple
+    entity_ids: np.ndarray
+    chunk_ids: np.ndarray
+    names: list[str]
+    mention_counts: np.ndarray
+    documents_of: np.ndarray  # per entity: in how many chunks it is mentioned
+    # Directed edges (both directions stored) with transition probabilities.
+    sources: np.ndarray
+    targets: np.ndarray
+    probabilities: np.ndarray
+    row_of_entity: dict[int, int]
+    dictionary: TermDictionary
+    entities: EntityIndex
+    key_row: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.entity_ids) + len(self.chunk_ids)
+
+
+_cache: dict[int, GraphIndex] = {}
+_cache_lock = threading.Lock()
+
+
+def graph_version(kb: KnowledgeBase) -> tuple:
+    """Changes whenever a build writes to the KB's graph."""
+    latest = GraphDocument.objects.filter(kb=kb).aggregate(at=Max("built_at"))["at"]
+    return (latest, Entity.objects.filter(kb=kb).count(), Relation.objects.filter(kb=kb).count())
+
+
+def graph_index(kb: KnowledgeBase) -> GraphIndex | None:
+    """The KB's graph as arrays (None when it has no graph), rebuilt when a build moved it."""
+    version = graph_version(kb)
+    if version[1] == 0:
+        return None
+    with _cache_lock:
+        cached = _cache.get(kb.pk)
+        if cached is not None and cached.version == version:
+            return cached
+    index = _load(kb, version)
+    with _cache_lock:
+        _cache[kb.pk] = index
+    return index
+
+
+def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
+    rows = list(Entity.objects.filter(kb=kb).values_list("id", "key", "name", "aliases", "mention_count", "type", "embedding"))
+    entity_ids = np.array([r[0] for r in rows], dtype=np.int64)
+    row_of_entity = {entity_id: i for i, entity_id in enumerate(entity_ids.tolist())}
+    mentions = list(Mention.objects.filter(entity__kb=kb).values_list("entity_id", "chunk_id", "count"))
+    chunk_ids = np.array(sorted({c for _, c, _ in mentions}), dtype=np.int64)
+    row_of_chunk = {chunk_id: len(rows) + i for i, chunk_id in enumerate(chunk_ids.tolist())}
+    weights: dict[tuple[int, int], float] = defaultdict(float)
+    chunks_per_entity = np.zeros(len(rows))
+    for entity_id, chunk_id, count in mentions:
+        e, c = row_of_entity[entity_id], row_of_chunk[chunk_id]
+        weights[(e, c)] += 1.0 + math.log(count)
+        weights[(c, e)] += 1.0 + math.log(count)
+        chunks_per_entity[e] += 1
+    for source, target, weight in Relation.objects.filter(kb=kb).values_list("source_id", "target_id", "weight"):
+        a, b = row_of_entity.get(source), row_of_entity.get(target)
+        if a is not None and b is not None and a != b:
+            weights[(a, b)] += weight
+            weights[(b, a)] += weight
+    pairs = np.array(list(weights.keys()), dtype=np.int64).reshape(-1, 2)
+    values = np.fromiter(weights.values(), dtype=np.float64, count=len(weights))
+    out = np.bincount(pairs[:, 0], weights=values, minlength=len(rows) + len(chunk_ids)) if len(values) else np.zeros(1)
+    probabilities = values / out[pairs[:, 0]] if len(values) else values
+    terms = {name: kind for _, _, name, aliases, _, kind, _ in rows for name in [name, *aliases]}
+    entities = EntityIndex(name_vectors)
+    for _, key, name, _, _, _, vector in rows:
+        entities.add(key, name, np.frombuffer(vector, dtype=np.float32) if vector else None)
+    return GraphIndex(
+        version=version,
+        entity_ids=entity_ids,
+        chunk_ids=chunk_ids,
+        names=[r[2] for r in rows],
+        mention_counts=np.array([r[4] for r in rows], dtype=np.float64),
+        documents_of=chunks_per_entity,
+        sources=pairs[:, 0],
+        targets=pairs[:, 1],
+        probabilities=probabilities,
+        row_of_entity=row_of_entity,
+        dictionary=TermDictionary(terms),
+        entities=entities,
+        key_row={r[1]: i for i, r in enumerate(rows)},
+    )
+
+
+def match_entities(query: str, index: GraphIndex, params: DisambiguationParams = DisambiguationParams()) -> list[int]:
+    """Rows of the entities the question names, in the order it names them."""
+    rows: list[int] = []
+    for mention in find_mentions(query, index.dictionary):
+        found = link(mention.key, mention.surface, index.entities, params)
+        row = None if found.new else index.key_row.get(found.key)
+        if row is not None and row not in rows:
+            rows.append(row)
+    return rows
+
+
+def personalised_pagerank(
+    index: GraphIndex, seeds: list[int], *, damping: float = 0.5, iterations: int = 30
+) -> np.ndarray:
+    """Visit probabilities of a walk that restarts at `seeds` (weighted by rarity)."""
+    restart = np.zeros(index.size)
+    for row in seeds:
+        # A rare entity says more about the question than one mentioned everywhere.
+        restart[row] += 1.0 / math.log(2 + index.documents_of[row])
+    if restart.sum() == 0:
+        return restart
+    restart /= restart.sum()
+    scores = restart.copy()
+    for _ in range(iterations):
+        spread = np.bincount(index.targets, weights=scores[index.sources] * index.probabilities, minlength=index.size)
+        updated = (1 - damping) * restart + damping * spread
+        if np.abs(updated - scores).sum() < 1e-6:
+            return updated
+        scores = updated
+    return scores
+
+
+def chunk_hits(kb: KnowledgeBase, query: str, top_k: int) -> list[tuple[int, float]]:
+    """The graph leg: chunks ranked by PPR from the question's entities."""
+    index = graph_index(kb)
+    if index is None:
+        return []
+    seeds = match_entities(query, index)
+    if not seeds:
+        return []
+    scores = personalised_pagerank(index, seeds)[len(index.entity_ids) :]
+    order = np.argsort(-scores)[:top_k]
+    return [(int(index.chunk_ids[i]), float(scores[i])) for i in order if scores[i] > 0]
+
+
+@dataclass(frozen=True)
+class GraphFact:
+    """A relation as evidence: who, how, whom, and the chunks that state it."""
+
+    source: str
+    relation: str
+    target: str
+    weight: float
+    chunk_ids: tuple[int, ...]
+
+    @property
+    def text(self) -> str:
+        return f"{self.source} —{self.relation}→ {self.target}"
+
+
+@dataclass
+class LocalResult:
+    entities: list[Entity]
+    neighbours: list[Entity]
+    facts: list[GraphFact]
+    chunk_ids: list[int]
+
+
+def local_search(kb: KnowledgeBase, query: str, *, neighbours: int = 8, facts: int = 10, chunks: int = 8) -> LocalResult:
+    """Entities named in the question, their strongest neighbours and relations, their chunks."""
+    index = graph_index(kb)
+    if index is None:
+        return LocalResult([], [], [], [])
+    rows = match_entities(query, index)
+    ids = [int(index.entity_ids[r]) for r in rows]
+    if not ids:
+        return LocalResult([], [], [], [])
+    relations = list(
+        Relation.objects.filter(Q(source_id__in=ids) | Q(target_id__in=ids), kb=kb).order_by("-weight", "id")[:300]
+    )
+    strength: dict[int, float] = defaultdict(float)
+    for relation in relations:
+        other = relation.target_id if relation.source_id in ids else relation.source_id
+        if other not in ids:
+            strength[other] += relation.weight
+    neighbour_ids = sorted(strength, key=lambda e: -strength[e])[:neighbours]
+    by_id = Entity.objects.in_bulk(ids + neighbour_ids)
+    explicit = sorted((r for r in relations if r.weight >= Relation.EXPLICIT), key=lambda r: -len(r.evidence))
+    fact_list = [
+        GraphFact(by_id[r.source_id].name, r.relation, by_id[r.target_id].name, r.weight, tuple(r.evidence))
+        for r in explicit
+        if r.source_id in by_id and r.target_id in by_id
+    ][:facts]
+    scores = personalised_pagerank(index, rows)[len(index.entity_ids) :]
+    chunk_ids = [int(index.chunk_ids[i]) for i in np.argsort(-scores)[:chunks] if scores[i] > 0]
+    return LocalResult([by_id[e] for e in ids if e in by_id], [by_id[e] for e in neighbour_ids if e in by_id], fact_list, chunk_ids)
+
+
+@dataclass(frozen=True)
+class CommunityAnswer:
+    community: Community
+    score: float
+    chunk_ids: tuple[int, ...]
+
+
+def global_search(kb: KnowledgeBase, query: str, *, top: int = 4) -> list[CommunityAnswer]:
+    """Map: score every top-level community summary by the question. Reduce: keep the best."""
+    terms = set(analyze(query))
+    index = graph_index(kb)
+    named = {int(index.entity_ids[r]) for r in match_entities(query, index)} if index else set()
+    communities = list(Community.objects.filter(kb=kb, level=0))
+    member_of = dict(Entity.objects.filter(kb=kb, id__in=named).values_list("id", "community_id")) if named else {}
+    answers = []
+    for community in communities:
+        words = set(analyze(f"{community.title} {community.summary}"))
+        overlap = len(terms & words) / (len(terms) or 1)
+        named_here = sum(1 for c in member_of.values() if c == community.pk)
+        # With no term in common the community's size decides: "what themes exist" asks for all.
+        score = overlap + named_here + 0.01 * math.log(1 + community.rank)
+        answers.append(CommunityAnswer(community, score, tuple(community.chunk_ids)))
+    return sorted(answers, key=lambda a: -a.score)[:top]
+
+
+def path_search(kb: KnowledgeBase, query: str, *, max_hops: int = 4) -> list[GraphFact]:
+    """The strongest path between the first two entities the question names, as facts."""
+    index = graph_index(kb)
+    rows = match_entities(query, index) if index else []
+    if len(rows) < 2:
+        return []
+    start, end = int(index.entity_ids[rows[0]]), int(index.entity_ids[rows[1]])
+    graph = nx.Graph()
+    best: dict[tuple[int, int], Relation] = {}
+    for relation in Relation.objects.filter(kb=kb).only("source_id", "target_id", "relation", "weight", "evidence"):
+        pair = (min(relation.source_id, relation.target_id), max(relation.source_id, relation.target_id))
+        if pair not in best or relation.weight > best[pair].weight:
+            best[pair] = relation
+    for (a, b), relation in best.items():
+        graph.add_edge(a, b, cost=1.0 / relation.weight)  # explicit relations are shorter
+    try:
+        path = nx.shortest_path(graph, start, end, weight="cost")
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        return []
+    if len(path) - 1 > max_hops:
+        return []
+    names = dict(Entity.objects.filter(id__in=path).values_list("id", "name"))
+    facts = []
+    for a, b in zip(path, path[1:], strict=False):
+        relation = best[(min(a, b), max(a, b))]
+        source, target = (a, b) if relation.source_id == a else (b, a)
+        facts.append(GraphFact(names[source], relation.relation, names[target], relation.weight, tuple(relation.evidence)))
+    return facts
