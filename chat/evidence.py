@@ -12,7 +12,7 @@ _PASSED = {"ok", "verified", "pass", "passed", "supported", "true"}
 @dataclass(frozen=True)
 class EvidenceItem:
     n: int
-    source: str  # "KB" | "TOOL"
+    source: str  # "KB" | "GRAPH" | "TOOL"
     doc: str
     section: str
     score: float | None
@@ -39,7 +39,7 @@ def evidence_items(raw: Iterable[Mapping[str, Any]] | None) -> list[EvidenceItem
         items.append(
             EvidenceItem(
                 n=int(entry["n"]),
-                source="TOOL" if str(entry.get("source", "")).upper() == "TOOL" else "KB",
+                source=_source(entry.get("source")),
                 doc=str(entry.get("doc") or entry.get("doc_name") or ""),
                 section=str(entry.get("section") or ""),
                 score=_float_or_none(entry.get("score")),
@@ -68,6 +68,11 @@ def _passed(entry: Mapping[str, Any]) -> bool:
         if key in entry:
             return bool(entry[key])
     return str(entry.get("status", "ok")).lower() in _PASSED
+
+
+def _source(value: Any) -> str:
+    source = str(value or "").upper()
+    return source if source in ("TOOL", "GRAPH") else "KB"
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -189,6 +190,37 @@ def _cosine(a: np.ndarray | None, b: np.ndarray | None) -> float:
 # --- routing ------------------------------------------------------------------------------
 
 
+# Questions about how things relate, or about the themes of a field: the graph's questions.
+_PATH = re.compile(
+    r"(?i)(?:和|与|跟).{1,30}(?:的)?(?:关系|区别|联系)|之间|relat(?:e|ed|ion|ionship)s? (?:to|between|with)"
+    r"|between .{1,40} and |how does .{1,40} (?:affect|lead to|depend on|connect to)"
+)
+_GLOBAL = re.compile(
+    r"(?i)有哪些(?:方向|主题|领域|方面|部分|组件)|哪些方向|主要(?:主题|方向)|what (?:themes|topics|directions|areas|components)"
+    r"|which (?:themes|topics|directions|areas|components)|overview of|main (?:themes|topics|parts)"
+)
+_LOCAL = re.compile(
+    r"(?i)依赖(?:什么|哪些)|使用(?:了)?(?:什么|哪些)|包含(?:什么|哪些)|被.{0,10}(?:使用|依赖)"
+    r"|what does .{1,40} (?:depend on|use|include|contain|support|replace|extend)|what (?:uses|depends on)"
+)
+
+
+def graph_question(text: str) -> str:
+    """"path", "global" or "local" for a relation-style question, "" for any other."""
+    if _PATH.search(text):
+        return "path"
+    if _GLOBAL.search(text):
+        return "global"
+    if _LOCAL.search(text):
+        return "local"
+    return ""
+
+
+def auto_agent(message: str) -> str:
+    """The worker type "auto" means for this message: graph_agent for the graph's questions."""
+    return "graph_agent" if graph_question(message) else DEFAULT_AGENT
+
+
 def route(
     user: Any,
     message: str,
@@ -199,7 +231,7 @@ def route(
 ) -> RouteDecision:
     """Decide which KB (and worker) answers `message` for `user`."""
     requested = (requested_kb or "").strip()
-    agent_type = DEFAULT_AGENT if agent_type in ("", "auto") else agent_type
+    agent_type = auto_agent(message) if agent_type in ("", "auto") else agent_type
     if requested and requested != "auto":
         return _decision(requested, "", requested, 1.0, "requested", "chosen in the request", agent_type)
     if not settings.KB_AUTO_ROUTE:

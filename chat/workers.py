@@ -21,7 +21,8 @@ from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
 
-from .routing_kb import AGENT_MODE, DEFAULT_AGENT, format_worker_name, parse_worker_name
+from .graph_agent import GraphAgentWorker
+from .routing_kb import AGENT_MODE, DEFAULT_AGENT, auto_agent, format_worker_name, parse_worker_name
 
 logger = logging.getLogger("chat.workers")
 
@@ -72,6 +73,7 @@ class RetrieveOnlyWorker:
 WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "naive_rag_agent": lambda kb: RetrieveOnlyWorker(kb, "vector"),
     "hybrid_agent": lambda kb: RetrieveOnlyWorker(kb, "hybrid"),
+    "graph_agent": GraphAgentWorker,
 }
 AGENT_TYPES: tuple[str, ...] = ("auto", *WORKER_TYPES)
 
@@ -130,8 +132,11 @@ class FanOut:
 
 
 def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagRunSpec]:
-    """The workers to run: the chosen type, or the default one for "auto"."""
-    chosen = DEFAULT_AGENT if agent_type in ("", "auto") else agent_type
+    """The workers to run: the chosen type; for "auto", graph_agent for a question about how
+    things relate (or what themes exist), else the default one."""
+    chosen = agent_type
+    if agent_type in ("", "auto"):
+        chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
     return [RagRunSpec(kb_slug, chosen, tuple(queries))]
 
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from chat import memory
+from chat.routing_kb import parse_worker_name
 from chat.workers import plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
@@ -158,7 +159,10 @@ def _search(run: ChatRun) -> stages.KbSearch:
 def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
     """Fan the plan's retrieve-only workers out over the queries; merge what they found."""
     options = run.options
-    plan = plan_for(run.kb.slug, options.agent_type, queries)
+    # "auto" runs the worker the route chose for the message (graph_agent for how things relate).
+    routed = run.admitted.route
+    agent_type = parse_worker_name(routed.worker_name).agent_type if routed and options.agent_type == "auto" else options.agent_type
+    plan = plan_for(run.kb.slug, agent_type, queries)
     # "auto" searches as the request or the KB's settings say; a chosen worker keeps its own mode.
     mode = stages.retrieval_params(run.kb, options).mode if options.agent_type == "auto" else None
     fanout = run_plan(

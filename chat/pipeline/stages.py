@@ -153,10 +153,15 @@ def number_evidence(
     limit: int,
     url_for: Callable[[Candidate], str] = lambda candidate: "",
 ) -> tuple[EvidenceItem, ...]:
-    """Number KB references from 1, then the successful tool outputs after them."""
+    """Number KB references from 1, then the successful tool outputs after them.
+
+    A reference the graph agent chose (it states a relation or sums up a community) is
+    GRAPH evidence, its section the relation it states.
+    """
     items = [
         EvidenceItem(
-            n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.section, float(c.score), url_for(c)
+            n, "GRAPH" if c.metadata.get("graph") else "KB", c.doc_name, c.text, c.doc_id, c.chunk_id,
+            c.metadata.get("graph") or c.section, float(c.score), url_for(c),
         )
         for n, c in enumerate(references[:limit], 1)
     ]

@@ -23,10 +23,10 @@ class Turn:
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    """What `[n]` in an answer points at: a KB chunk or a tool's output."""
+    """What `[n]` in an answer points at: a KB chunk (GRAPH: one the graph chose) or a tool's output."""
 
     n: int
-    source: Literal["KB", "TOOL"]
+    source: Literal["KB", "GRAPH", "TOOL"]
     doc: str  # the document's name, or the tool's
     text: str
     doc_id: int | None = None
