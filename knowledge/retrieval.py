@@ -56,8 +56,10 @@ class RetrievalParams:
     leg_top_k: int = 30  # per leg, before fusion
     fusion: FusionParams = FusionParams()
     paths: PathWeights = PathWeights()  # multipath only
-    # hybrid+graph: the graph leg's weight in fusion beside vector and BM25's (see GRAPH_WEIGHT).
-    graph_weight: float = 0.3
+    # hybrid+graph: up to graph_expand_docs documents the hybrid ranking lacks, reached through
+    # the question's entities (the graph leg), placed after its graph_expand_at strongest hits.
+    graph_expand_docs: int = 3
+    graph_expand_at: int = 5
     rerank: bool = True
     rerank_depth: int = 20  # only the ranking's head is reranked; the tail keeps its order
     # In hybrid mode, when set, instead of rerank_depth: the fused list already holds BM25's
@@ -189,6 +191,8 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
         return
     result.fused = _recall(context, params, result, timer)
     ranked = _refine(context, params, result, timer)
+    if params.mode == "hybrid+graph" and result.legs.get("graph"):
+        ranked = _expand_with_graph(ranked, result.legs["graph"], params)
     result.candidates = ranked
     if params.gate is not None:
         result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=params.scope))
@@ -234,8 +238,10 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     result.legs = legs
     if len(legs) == 1:
         return [_as_fused(candidate) for candidate in next(iter(legs.values()))]
-    weights = {"graph": params.graph_weight}
-    return timer("fusion", lambda: fuse(legs, weights, params=params.fusion))
+    # The graph leg does not vote in fusion (its chunk scores rank entities' neighbourhoods,
+    # not passages); hybrid+graph adds its documents after the rerank (_expand_with_graph).
+    fused_legs = {name: hits for name, hits in legs.items() if name != "graph"}
+    return timer("fusion", lambda: fuse(fused_legs, params=params.fusion))
 
 
 def _graph_leg(context: SearchContext, params: RetrievalParams, result: RetrievalResult) -> list[Candidate]:
@@ -247,6 +253,32 @@ def _graph_leg(context: SearchContext, params: RetrievalParams, result: Retrieva
     if not hits and params.mode == "graph":
         result.warnings.append("the question names no entity of the knowledge base's graph (or it has none yet)")
     return context.candidates(hits, "graph")
+
+
+def _expand_with_graph(ranked: list[Candidate], graph: list[Candidate], params: RetrievalParams) -> list[Candidate]:
+    """Place the best chunk of each document only the graph leg found after the strongest hits.
+
+    A question about how two things relate often needs a second document that shares the
+    question's entities but few of its words; fusing the graph's scores into every rank
+    lowered single-document questions, adding its new documents at a fixed depth did not
+    (docs/05-graphrag.md, "Measured").
+    """
+    seen = {c.doc_id for c in ranked[: params.top_k]}
+    extra = []
+    for candidate in graph:
+        if candidate.doc_id not in seen and len(extra) < params.graph_expand_docs:
+            seen.add(candidate.doc_id)
+            added = candidate.copy()
+            added.notes.append("graph: a document the question's entities lead to")
+            extra.append(added)
+    if not extra:
+        return ranked
+    added_ids = {c.chunk_id for c in extra}
+    rest = [c for c in ranked if c.chunk_id not in added_ids]
+    at = min(params.graph_expand_at, max(1, params.top_k - len(extra)), len(rest))
+    for candidate in extra:  # ranked where it stands, so later stages keep the order
+        candidate.score = rest[at - 1].score if at else candidate.score
+    return rest[:at] + extra + rest[at:]
 
 
 def _as_fused(candidate: Candidate) -> Candidate:

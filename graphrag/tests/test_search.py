@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from graphrag.build import build_graph
@@ -31,12 +33,18 @@ def test_the_graph_leg_reaches_documents_through_the_entities_a_question_names(g
     assert all("graph" in c.scores for c in result.candidates)
 
 
-def test_hybrid_plus_graph_fuses_the_graph_leg_with_both_keyword_and_vector_legs(graph_kb):
-    result = retrieve("Which broker does Celery use?", graph_kb, RetrievalParams(mode="hybrid+graph", top_k=10))
+def test_hybrid_plus_graph_keeps_hybrids_ranking_and_adds_the_documents_only_the_graph_reached(graph_kb):
+    question = "Which relation does LightRAG have?"
+    params = RetrievalParams(mode="hybrid", top_k=1, postprocess=False, gate=None)
+    hybrid = retrieve(question, graph_kb, params)
+    both = retrieve(question, graph_kb, dataclasses.replace(params, mode="hybrid+graph"))
 
-    assert set(result.legs) == {"bm25", "vector", "graph"}
-    assert documents(result)[0] == "ops.md"
-    assert "graph" in result.timings_ms
+    assert set(both.legs) == {"bm25", "vector", "graph"} and "graph" in both.timings_ms
+    assert documents(hybrid)[0] == documents(both)[0] == "graph.md"
+    added = [c for c in both.candidates if any(n.startswith("graph:") for n in c.notes)]
+    assert added and {c.doc_name for c in added} <= {"pipeline.md", "ops.md"}
+    assert both.candidates.index(added[0]) == 1  # after the strongest hit, before hybrid's others
+    assert [c.chunk_id for c in both.candidates if c not in added] == [c.chunk_id for c in hybrid.candidates]
 
 
 def test_a_question_naming_no_entity_gets_no_graph_hits_and_says_why(graph_kb):
