@@ -23,6 +23,8 @@ run: setup
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/demo-golden.json --kb docs
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-answers.json --kb docs
 	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-answers-held-out.json --kb docs
+	$(PY) manage.py import_dataset --format golden evaluation/fixtures/docs-multidoc.json --kb docs
+	$(PY) manage.py build_graph --kb docs
 	@echo "Serving on http://127.0.0.1:$(PORT)/"
 	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) agentic_rag.asgi:application
 
