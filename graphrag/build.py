@@ -47,6 +47,7 @@ class BuildReport:
     chunks: int = 0
     communities_recomputed: int = 0
     peak_memory_mb: float = 0.0  # peak RSS of the process that built
+    chunks_per_s: float = 0.0  # extraction and disambiguation throughput
     dry_run: bool = False
     extractor: str = "rules"
     log: list[str] = field(default_factory=list)
@@ -106,9 +107,12 @@ def build_graph(
             return report
         if full:
             _clear(kb)
-        touched = _read_documents(kb, documents, chunk_rows, extractor, report, on_progress)
+        deleted = GraphDocument.objects.filter(kb=kb, document__isnull=True)
+        touched = {e for ids in deleted.values_list("entity_ids", flat=True) for e in ids}
+        touched |= _read_documents(kb, documents, chunk_rows, extractor, report, on_progress)
         step = time.perf_counter()
-        touched |= _recount(kb)
+        touched |= _recount(kb, touched)
+        deleted.delete()
         report.timings_ms["recount"] = _ms(step)
         step = time.perf_counter()
         if on_progress:
@@ -185,19 +189,26 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
         timings["disambiguate"] += time.perf_counter() - step
         step = time.perf_counter()
         with transaction.atomic():
-            touched |= set(
-                Mention.objects.filter(document=document).values_list("entity_id", flat=True)
-            )
+            state = GraphDocument.objects.filter(document=document).first()
+            touched |= set(state.entity_ids if state else ())
+            touched |= set(Mention.objects.filter(document=document).values_list("entity_id", flat=True))
             Mention.objects.filter(document=document).delete()
             Relation.objects.filter(document=document).delete()
-            touched |= _store(kb, document, extractions, links, index, ids)
+            mentioned = _store(kb, document, extractions, links, index, ids)
+            touched |= mentioned
             GraphDocument.objects.update_or_create(
-                document=document, defaults={"kb": kb, "fingerprint": fingerprint(document), "extractor": report.extractor}
+                document=document,
+                defaults={
+                    "kb": kb, "fingerprint": fingerprint(document), "extractor": report.extractor,
+                    "entity_ids": sorted(mentioned),
+                },
             )
         timings["store"] += time.perf_counter() - step
         if on_progress:
             on_progress(round(90 * number / len(documents)), "extracting")
     report.timings_ms.update({k: round(v * 1000, 1) for k, v in timings.items()})
+    reading_s = timings["extract"] + timings["disambiguate"]
+    report.chunks_per_s = round(report.chunks / reading_s, 1) if reading_s else 0.0
     return touched
 
 
@@ -276,12 +287,20 @@ def _add_aliases(aliases: dict[int, set[str]]) -> None:
     Entity.objects.bulk_update(changed, ["aliases"], batch_size=500)
 
 
-def _recount(kb: KnowledgeBase) -> set[int]:
-    """Store each entity's mention count, delete unmentioned ones; return the ids that changed."""
-    counted = dict(
-        Mention.objects.filter(entity__kb=kb).values("entity_id").annotate(n=Sum("count")).values_list("entity_id", "n")
-    )
-    stored = dict(Entity.objects.filter(kb=kb).values_list("id", "mention_count"))
+def _recount(kb: KnowledgeBase, entity_ids: set[int]) -> set[int]:
+    """Store the mention counts of `entity_ids`, delete the unmentioned ones; return the ids
+    whose count changed."""
+    changed: set[int] = set()
+    ids = sorted(entity_ids)
+    for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
+        batch = ids[start : start + 500]
+        changed |= _store_counts(Mention.objects.filter(entity_id__in=batch), Entity.objects.filter(id__in=batch))
+    return changed
+
+
+def _store_counts(mentions, entities) -> set[int]:
+    counted = dict(mentions.values("entity_id").annotate(n=Sum("count")).values_list("entity_id", "n"))
+    stored = dict(entities.values_list("id", "mention_count"))
     changed = {e for e, n in stored.items() if counted.get(e, 0) != n}
     orphans = [e for e in changed if not counted.get(e)]
     Entity.objects.filter(id__in=orphans).delete()

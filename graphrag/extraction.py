@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -147,30 +147,66 @@ def normalise(name: str) -> str:
     return _KEY_SEPARATORS.sub("", folded)
 
 
+# Latin words as a name is written: letters and digits, with . @ + / - inside ("Next.js",
+# "rank-bm25", "recall@10"), so a name never matches half of a longer word.
+_LATIN_WORD = re.compile(r"[A-Za-z0-9](?:[\w.@+/-]*[A-Za-z0-9+])?")
+
+
 class TermDictionary:
-    """Known names and their types; matched before any noun phrase, longest first."""
+    """Known names and their types; matched before any noun phrase, longest first.
+
+    Lookups, not one regular expression: a KB's headings make thousands of names, and an
+    alternation of them costs time per name at every position of every chunk. Latin names
+    are looked up by runs of words, others (Chinese) by substrings at each position.
+    """
 
     def __init__(self, terms: Mapping[str, str]) -> None:
-        cleaned = {name.strip(): kind for name, kind in terms.items() if 2 <= len(name.strip()) <= 60}
+        cleaned = {" ".join(name.split()): kind for name, kind in terms.items() if 2 <= len(name.strip()) <= 60}
         self.types = {normalise(name): kind for name, kind in cleaned.items()}
         # Short Latin names match case-sensitively: "KB" is a name, "kb" in a URL is not.
-        by_length = sorted(cleaned, key=len, reverse=True)
-        groups = (
-            ([n for n in by_length if n.isascii() and len(n) < 5], 0),
-            ([n for n in by_length if n.isascii() and len(n) >= 5], re.IGNORECASE),
-        )
-        self.patterns = [
-            re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w-])", flags)
-            for names, flags in groups
-            if names
-        ]
-        cjk = [n for n in by_length if not n.isascii()]
-        if cjk:
-            self.patterns.append(re.compile("|".join(map(re.escape, cjk))))
+        self.exact = {n for n in cleaned if n.isascii() and len(n) < 5}
+        self.folded = {n.lower() for n in cleaned if n.isascii() and len(n) >= 5}
+        self.max_words = max((len(n.split()) for n in self.exact | self.folded), default=0)
+        self.other = {n for n in cleaned if not n.isascii()}
+        self.other_lengths = sorted({len(n) for n in self.other}, reverse=True)
 
-    def find(self, text: str) -> Iterable[re.Match]:
-        for pattern in self.patterns:
-            yield from pattern.finditer(text)
+    def find(self, text: str) -> Iterator[tuple[str, int]]:
+        """(surface, start) of each name in text, longest first, without overlaps."""
+        if self.max_words:
+            yield from self._latin(text)
+        if self.other:
+            yield from self._other(text)
+
+    def _latin(self, text: str) -> Iterator[tuple[str, int]]:
+        words = [(m.start(), m.end()) for m in _LATIN_WORD.finditer(text)]
+        i = 0
+        while i < len(words):
+            for n in range(min(self.max_words, len(words) - i), 0, -1):
+                start, end = words[i][0], words[i + n - 1][1]
+                surface = text[start:end]
+                if n > 1 and any(not text[words[j][1] : words[j + 1][0]].isspace() for j in range(i, i + n - 1)):
+                    continue
+                phrase = " ".join(surface.split())
+                if phrase in self.exact or (len(phrase) >= 5 and phrase.lower() in self.folded):
+                    yield surface, start
+                    i += n
+                    break
+            else:
+                i += 1
+
+    def _other(self, text: str) -> Iterator[tuple[str, int]]:
+        position = 0
+        while position < len(text):
+            if text[position].isascii():
+                position += 1
+                continue
+            for length in self.other_lengths:
+                if text[position : position + length] in self.other:
+                    yield text[position : position + length], position
+                    position += length
+                    break
+            else:
+                position += 1
 
     def type_of(self, key: str) -> str | None:
         return self.types.get(key)
@@ -280,8 +316,8 @@ def _english_names(text: str) -> list[Mention]:
 def find_mentions(text: str, dictionary: TermDictionary) -> list[Mention]:
     """Every entity mention of text, in order, without overlaps (dictionary and patterns win)."""
     strong = [
-        Mention(m.group(0), normalise(m.group(0)), dictionary.type_of(normalise(m.group(0))) or T.CONCEPT, m.start())
-        for m in dictionary.find(text)
+        Mention(surface, normalise(surface), dictionary.type_of(normalise(surface)) or T.CONCEPT, start)
+        for surface, start in dictionary.find(text)
     ] + _special_mentions(text)
     weak = _english_names(text)
     if not text.isascii():

@@ -102,12 +102,18 @@ class Community(models.Model):
 
 
 class GraphDocument(models.Model):
-    """Which version of a document the graph holds; a build skips it while it matches."""
+    """Which version of a document the graph holds; a build skips it while it matches.
+
+    `entity_ids` are the entities it mentioned: when a new version or a deletion takes its
+    chunks (and mentions) away, the next build recounts exactly those. Deleting the document
+    empties `document` instead of removing the row, so the build still finds them.
+    """
 
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="+")
-    document = models.OneToOneField(Document, models.CASCADE, related_name="graph_state")
+    document = models.OneToOneField(Document, models.SET_NULL, null=True, related_name="graph_state")
     fingerprint = models.CharField(max_length=64)
     extractor = models.CharField(max_length=64)
+    entity_ids = models.JSONField(default=list)
     built_at = models.DateTimeField(auto_now=True)
 
 

@@ -53,5 +53,7 @@ class Command(BaseCommand):
             f"graph: {report.entities} entities, {report.relations} relations, {report.communities} communities"
             + ("" if report.dry_run else f" in {report.seconds:.2f} s (peak memory {report.peak_memory_mb} MB)")
         )
+        if report.chunks and not report.dry_run:
+            self.stdout.write(f"extraction and disambiguation: {report.chunks_per_s:.0f} chunks/s; stages (ms): {report.timings_ms}")
         for line in report.log:
             self.stdout.write(f"note: {line}")
