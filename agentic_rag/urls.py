@@ -16,4 +16,5 @@ urlpatterns = [
     path("settings/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("", include("chat.urls")),
     path("", include("knowledge.urls")),
+    path("", include("graphrag.urls")),
 ]
