@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template import engines
 from django.template.loader import render_to_string
 
 from .models import DocumentStatus, KnowledgeBase
@@ -52,6 +53,10 @@ class KnowledgeBaseConsumer(AsyncWebsocketConsumer):
     async def kb_background(self, event: dict) -> None:
         await self.send(text_data=await _render_background(self.kb))
 
+    async def graph_progress(self, event: dict) -> None:
+        # The graph app's builds publish to this KB's group; its template tag draws the line.
+        await self.send(text_data=await _render_graph_status(self.kb, event))
+
     async def _send_table(self) -> None:
         # One fragment per message: table parts parse alone, not beside other elements.
         await self.send(text_data=await _render_rows(self.kb, self.can_write))
@@ -85,6 +90,12 @@ def _render_rows(kb: KnowledgeBase, can_write: bool) -> str:
 def _render_counts(kb: KnowledgeBase) -> str:
     context = {"kb": kb, "counts": kb.document_counts(), "oob_counts": True}
     return render_to_string(f"{DETAIL}#kb-counts", context).strip()
+
+
+@database_sync_to_async
+def _render_graph_status(kb: KnowledgeBase, event: dict) -> str:
+    template = engines["django"].from_string("{% load graphrag %}{% graph_status kb oob=True event=event %}")
+    return template.render({"kb": kb, "event": event}).strip()
 
 
 @database_sync_to_async

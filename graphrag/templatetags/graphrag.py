@@ -1,0 +1,31 @@
+"""{% graph_status kb %}: the KB page's line about its graph, rendered again as a build moves on.
+
+The knowledge app's page and websocket use it by name only: knowledge comes before graphrag
+in the dependency chain and imports none of its code.
+"""
+
+from __future__ import annotations
+
+from django import template
+
+from graphrag.models import Community, Entity, GraphBuild, Relation
+
+register = template.Library()
+
+
+@register.inclusion_tag("graphrag/graph_status.html")
+def graph_status(kb, oob: bool = False, event: dict | None = None) -> dict:
+    """`event`: the progress event being relayed, which says how far the build was when sent
+    (the row may have moved on by the time the page's socket renders it)."""
+    build = GraphBuild.objects.filter(kb=kb).first()  # the newest
+    status = event["status"] if event else (build.status if build else "")
+    return {
+        "kb": kb,
+        "oob": oob,
+        "build": build,
+        "running": status in (GraphBuild.QUEUED, GraphBuild.RUNNING),
+        "percent": event["percent"] if event else (build.progress if build else 0),
+        "entities": Entity.objects.filter(kb=kb).count(),
+        "relations": Relation.objects.filter(kb=kb).count(),
+        "communities": Community.objects.filter(kb=kb).count(),
+    }
