@@ -111,7 +111,7 @@ class GraphDocument(models.Model):
 
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="+")
     document = models.OneToOneField(Document, models.SET_NULL, null=True, related_name="graph_state")
-    fingerprint = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=100)
     extractor = models.CharField(max_length=64)
     entity_ids = models.JSONField(default=list)
     built_at = models.DateTimeField(auto_now=True)

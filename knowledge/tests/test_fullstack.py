@@ -70,7 +70,7 @@ def database_url(db: dict) -> str:
 
 
 class CeleryWorker:
-    """A `celery worker` subprocess consuming the default and ingestion queues."""
+    """A `celery worker` subprocess consuming the default, ingestion and graph queues."""
 
     def __init__(self, database: str) -> None:
         self.name = f"fullstack-{uuid.uuid4().hex[:8]}@localhost"
@@ -84,11 +84,15 @@ class CeleryWorker:
             # The fast embedder only: the e5 upgrade takes minutes and is tested elsewhere.
             "EMBEDDER": "hashing-1024",
             "EMBEDDER_UPGRADE": "",
+            # Graph builds start as soon as ingestion ends, so tests need not wait out a debounce.
+            "GRAPH_BUILD_DEBOUNCE_S": "0",
+            # A build that finds another one running retries once this lock could have lapsed.
+            "GRAPH_BUILD_LOCK_S": "10",
             "PYTHONUNBUFFERED": "1",
         }
         command = [
             sys.executable, "-m", "celery", "-A", "agentic_rag", "worker",
-            "--queues", "default,ingestion", "--pool", "solo", "--concurrency", "1",
+            "--queues", "default,ingestion,graph", "--pool", "solo", "--concurrency", "1",
             "--loglevel", "INFO", "--hostname", self.name,
             "--without-gossip", "--without-mingle",
         ]  # fmt: skip
