@@ -23,6 +23,7 @@ from knowledge.models import KnowledgeBase
 from knowledge.progress import kb_group_name
 
 from .build import BuildReport, build_graph, finish
+from .communities import CommunityParams
 from .extraction import extract
 from .llm_extraction import LLMExtractor
 from .models import GraphBuild
@@ -96,6 +97,7 @@ def _recorded_build(kb: KnowledgeBase, *, full: bool, llm) -> BuildReport:
     try:
         report = build_graph(
             kb, full=full, extractor=extractor, extractor_name=name, llm_extraction=with_llm,
+            community_params=CommunityParams(method=settings.GRAPH_COMMUNITY_METHOD),
             summarise=summariser(llm) if with_llm else None, on_progress=progress,
         )
     except Exception as error:
