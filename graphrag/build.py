@@ -185,7 +185,7 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
         extractions = [(chunk_id, extractor(text, dictionary)) for chunk_id, text in chunk_rows.get(document.id, [])]
         timings["extract"] += time.perf_counter() - step
         step = time.perf_counter()
-        links = _link_all(extractions, index, params)
+        links = _link_all(extractions, index, params, dictionary)
         timings["disambiguate"] += time.perf_counter() - step
         step = time.perf_counter()
         with transaction.atomic():
@@ -212,7 +212,9 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
     return touched
 
 
-def _link_all(extractions, index: EntityIndex, params: DisambiguationParams) -> dict[str, tuple[str, str]]:
+def _link_all(
+    extractions, index: EntityIndex, params: DisambiguationParams, dictionary: TermDictionary
+) -> dict[str, tuple[str, str]]:
     """Mention key → (entity key, type) for every mention of one document."""
     links: dict[str, tuple[str, str]] = {}
     for _, extraction in extractions:
@@ -221,7 +223,8 @@ def _link_all(extractions, index: EntityIndex, params: DisambiguationParams) -> 
                 continue
             found = link(mention.key, mention.surface, index, params)
             if found.new:
-                index.add(mention.key, mention.surface)
+                # A known term keeps its own spelling ("GraphRAG"), whatever a path wrote first.
+                index.add(mention.key, dictionary.name_of(mention.key) or mention.surface)
             links[mention.key] = (found.key, mention.type)
     return links
 

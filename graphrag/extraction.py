@@ -163,6 +163,7 @@ class TermDictionary:
     def __init__(self, terms: Mapping[str, str]) -> None:
         cleaned = {" ".join(name.split()): kind for name, kind in terms.items() if 2 <= len(name.strip()) <= 60}
         self.types = {normalise(name): kind for name, kind in cleaned.items()}
+        self.names = {normalise(name): name for name in cleaned}
         # Short Latin names match case-sensitively: "KB" is a name, "kb" in a URL is not.
         self.exact = {n for n in cleaned if n.isascii() and len(n) < 5}
         self.folded = {n.lower() for n in cleaned if n.isascii() and len(n) >= 5}
@@ -211,6 +212,9 @@ class TermDictionary:
     def type_of(self, key: str) -> str | None:
         return self.types.get(key)
 
+    def name_of(self, key: str) -> str | None:
+        return self.names.get(key)
+
 
 _HEADING_NUMBER = re.compile(r"^\s*(?:[#>*\-]+\s*)?(?:第[一二三四五六七八九十\d]+[章节部分]|[\d.]+|[A-Z]\.|[一二三四五六七八九十]+、)\s*")
 
@@ -228,6 +232,8 @@ def dictionary_for(headings: Iterable[str], tags: Iterable[str]) -> TermDictiona
         # Automatic tags include plain words ("path", "user"); only names are entities.
         if 2 <= len(tag) <= 30 and not re.fullmatch(r"[a-z]+", tag):
             terms.setdefault(tag, T.CONCEPT)
+    builtin = {normalise(name) for name in BUILTIN_TERMS}  # their spelling wins over a heading's
+    terms = {name: kind for name, kind in terms.items() if normalise(name) not in builtin}
     terms.update(BUILTIN_TERMS)
     return TermDictionary(terms)
 

@@ -222,3 +222,11 @@ def test_the_dry_run_estimates_the_llm_cost_without_calling_it(kb, model, capsys
     assert report["llm_tokens_estimated"] > chunks * 300
     assert not Entity.objects.filter(kb=kb).exists() and not GraphBuild.objects.exists()
     assert not model.chat_requests
+
+
+def test_a_known_term_keeps_its_own_spelling_whatever_the_text_wrote_first(kb):
+    ingest(kb, {"paths.md": "# 1 Paths\n\nThe code lives in graphrag/ and `graphrag`. GraphRAG uses networkx."})
+
+    build_graph(kb)
+
+    assert entity(kb, "graphrag").name == "GraphRAG"
