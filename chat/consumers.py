@@ -120,6 +120,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.meta.setdefault("tools", []).append(event.data.get("name") or event.data.get("tool", "tool"))
         await self._send_meta()
 
+    async def chat_thinking(self, event: PipelineEvent) -> None:
+        self.meta["thinking"] = str(event.data.get("text", ""))
+        await self._send_meta()
+
+    async def chat_round(self, event: PipelineEvent) -> None:
+        self.meta.setdefault("rounds", []).append(event.data)
+        await self._send_meta()
+
     async def chat_retrieval(self, event: PipelineEvent) -> None:
         self.evidence = evidence_items(event.data.get("evidence"))
         context = {"key": self.turn, "items": self.evidence, "oob_list": "true", "active": True}

@@ -21,6 +21,7 @@ from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
 
+from .deep_research import DeepResearchWorker
 from .graph_agent import GraphAgentWorker
 from .routing_kb import AGENT_MODE, DEFAULT_AGENT, auto_agent, format_worker_name, parse_worker_name
 
@@ -53,6 +54,8 @@ class RetrieveOnlyWorker:
         top_k: int | None = None,
         rerank: bool | None = None,
         mode: str | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,  # one search: nothing to report
+        llm: Any = None,
     ) -> dict[str, Any]:
         """Retrieve for `query`; thread_id is only logged (workers keep no session state)."""
         # Loaded per call: the pooled worker outlives any one version of the KB row.
@@ -74,6 +77,7 @@ WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "naive_rag_agent": lambda kb: RetrieveOnlyWorker(kb, "vector"),
     "hybrid_agent": lambda kb: RetrieveOnlyWorker(kb, "hybrid"),
     "graph_agent": GraphAgentWorker,
+    "deep_research_agent": DeepResearchWorker,
 }
 AGENT_TYPES: tuple[str, ...] = ("auto", *WORKER_TYPES)
 
@@ -137,6 +141,10 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagR
     chosen = agent_type
     if agent_type in ("", "auto"):
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
+    if chosen == "deep_research_agent":
+        # It decomposes and rephrases the question itself, in rounds: the rewrite's variants
+        # would only repeat that work.
+        queries = list(queries)[:1]
     return [RagRunSpec(kb_slug, chosen, tuple(queries))]
 
 

@@ -27,7 +27,7 @@ from knowledge.models import Chunk, KnowledgeBase
 
 from .models import EvaluationRun, GoldenQuestion, GoldenSet
 
-ANSWER_METRICS = ("keyword_pass", "source_pass", "citation_valid", "route_accuracy")
+ANSWER_METRICS = ("keyword_pass", "source_pass", "source_recall", "citation_valid", "route_accuracy")
 
 Ask = Callable[[str], ChatResult]
 
@@ -40,6 +40,7 @@ class AnswerCase:
     relevant_docs: frozenset[int]  # documents with a positive grade
     expected_shortcut: str = ""  # "none", "A", "B", "C" or "" (not stated)
     category: str = ""
+    needed_docs: frozenset[int] = frozenset()  # the highest grade: each holds part of the answer
 
 
 @dataclass
@@ -52,6 +53,7 @@ class AnswerOutcome:
     shortcut: str  # "none" or the letter
     keyword_pass: bool | None  # None: the question states no keyword
     source_pass: bool | None  # None: no relevant document (a "not found" question)
+    source_recall: float | None  # share of the needed documents cited
     citations: int
     citations_valid: int
     route_ok: bool | None  # None: no expected shortcut stated
@@ -98,18 +100,25 @@ def load_answer_cases(kb: KnowledgeBase, *, golden_set: str | None = None, split
         AnswerCase(
             q.qid, q.text, tuple(q.expected_keywords or ()),
             frozenset(r.document_id for r in q.qrels.all() if r.relevance > 0),
-            q.expected_shortcut, q.category,
+            q.expected_shortcut, q.category, _needed(q.qrels.all()),
         )
         for q in questions
     ]
     return [c for c in cases if c.keywords or c.relevant_docs or c.expected_shortcut]
 
 
-def chat_asker(kb: KnowledgeBase, user: Any, *, llm: Any = None, conversations: list[int]) -> Ask:
+def _needed(qrels) -> frozenset[int]:
+    grades = [r.relevance for r in qrels if r.relevance > 0]
+    return frozenset(r.document_id for r in qrels if grades and r.relevance == max(grades))
+
+
+def chat_asker(
+    kb: KnowledgeBase, user: Any, *, llm: Any = None, conversations: list[int], agent_type: str = "auto"
+) -> Ask:
     """Ask like the API: a fresh session per question, the KB named, the default options."""
 
     def ask(question: str) -> ChatResult:
-        request = ChatRequest(user, None, question, ChatOptions(kb_slug=kb.slug))
+        request = ChatRequest(user, None, question, ChatOptions(kb_slug=kb.slug, agent_type=agent_type))
         result = run_chat(request, emit=lambda event: None, llm=llm)
         conversations.append(result.conversation_id)
         return result
@@ -145,6 +154,7 @@ def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Ca
         case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
         keyword_pass=(not missing) if case.keywords else None,
         source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs else None,
+        source_recall=len(cited_docs & case.needed_docs) / len(case.needed_docs) if case.needed_docs else None,
         citations=len(kb_citations), citations_valid=valid,
         route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
     )
@@ -167,6 +177,7 @@ def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
     return {
         "keyword_pass": _rate([o.keyword_pass for o in outcomes]),
         "source_pass": _rate([o.source_pass for o in outcomes]),
+        "source_recall": _mean([o.source_recall for o in outcomes]),
         "citation_valid": round(sum(o.citations_valid for o in outcomes) / citations, 4) if citations else None,
         "route_accuracy": _rate([o.route_ok for o in outcomes]),
     }
@@ -206,6 +217,11 @@ def _rate(values: Sequence[bool | None]) -> float | None:
     return round(sum(scored) / len(scored), 4) if scored else None
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 4) if known else None
+
+
 def _latency(ms: Sequence[float]) -> dict[str, float]:
     if not ms:
         return {"p50": 0.0, "p95": 0.0}
@@ -218,7 +234,7 @@ def _trace_url(trace_id: str) -> str:
     return reverse("trace-detail", args=[trace_id]) if trace_id else ""
 
 
-def answer_config(kb: KnowledgeBase, llm: Any) -> dict[str, Any]:
+def answer_config(kb: KnowledgeBase, llm: Any, agent_type: str = "auto") -> dict[str, Any]:
     """What the answers depend on, stored with the run: generator, embedder, retrieval settings."""
     from knowledge.retrieval import params_for_kb
 
@@ -229,5 +245,5 @@ def answer_config(kb: KnowledgeBase, llm: Any) -> dict[str, Any]:
         "generator": " → ".join([*providers, "extractive"]),
         "embedder": kb.embedder or "",
         "retrieval": params_snapshot(params_for_kb(kb)),
-        "chat": asdict(ChatOptions(kb_slug=kb.slug)),
+        "chat": asdict(ChatOptions(kb_slug=kb.slug, agent_type=agent_type)),
     }

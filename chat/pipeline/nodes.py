@@ -16,6 +16,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from chat import memory
+from chat.deep_research import rule_decompose
 from chat.routing_kb import parse_worker_name
 from chat.workers import plan_for, run_plan
 from knowledge.analysis import analyze
@@ -130,9 +131,14 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
     if not (search.references and minimum > 0):
         return
     # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.
+    questions = {run.message, run.rewrite.query or run.message}
+    if any(result.mode == "deep_research" for result in search.results):
+        # Its evidence answers the question part by part: one part held well is enough to
+        # answer (the worker's warning names the parts it could not cover).
+        questions |= set(rule_decompose(run.message))
     coverage = max(
         stages.evidence_coverage(question, search.references, tokenize=analyze, expand=expand_query)
-        for question in {run.message, run.rewrite.query or run.message}
+        for question in questions
     )
     if coverage < minimum:
         run.recorder.add("kb.answer_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0,
@@ -168,10 +174,23 @@ def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
     fanout = run_plan(
         plan, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
         top_k=options.top_k, rerank=options.enable_rerank, mode=mode,
+        on_event=_worker_events(run), llm=run.collaborators.llm,
     )
     search = stages.collect_search(fanout.results)
     search.warnings.extend(fanout.errors)
     return search
+
+
+def _worker_events(run: ChatRun) -> Callable[[str, dict[str, Any]], None]:
+    """What a multi-round worker reports (its thinking, each round) goes out as events and spans."""
+
+    def report(kind: str, data: dict[str, Any]) -> None:
+        run.emit(kind, "kb", **data)
+        name = f"kb.{kind}" + (f".{data['round']}" if "round" in data else "")
+        run.recorder.add(name, "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0, input=data.get("queries", ""),
+                         output=data.get("text") or data.get("found", ""))
+
+    return report
 
 
 def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSearch) -> None:

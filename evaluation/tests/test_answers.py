@@ -69,7 +69,7 @@ def test_it_scores_answers_and_writes_the_json_contract(answers_kb, tmp_path):
 
     assert code == 0, out
     report = json.loads(path.read_text())
-    assert set(report["metrics"]) == {"keyword_pass", "source_pass", "citation_valid", "route_accuracy"}
+    assert set(report["metrics"]) == {"keyword_pass", "source_pass", "source_recall", "citation_valid", "route_accuracy"}
     assert set(report["latency_ms"]) == {"p50", "p95"}
     # a1, a2 hold their keyword, a4 does not; a3 expects none.
     assert report["metrics"]["keyword_pass"] == pytest.approx(2 / 3, abs=1e-4)
@@ -111,3 +111,29 @@ def test_a_keyword_may_list_alternatives():
     assert score_answer(case, result, 1.0, lambda chunk_id: "").keyword_pass is True
     other = AnswerCase("q", "?", (["加密", "locked"],), frozenset())
     assert score_answer(other, result, 1.0, lambda chunk_id: "").keyword_pass is False
+
+
+def test_source_recall_is_the_share_of_the_needed_documents_cited():
+    from types import SimpleNamespace
+
+    from evaluation.answers import AnswerCase, score_answer
+
+    case = AnswerCase("m1", "A and B?", (), frozenset({1, 2, 3}), needed_docs=frozenset({1, 2}))
+    evidence = [{"n": 1, "doc_id": 1, "chunk_id": 10}, {"n": 2, "doc_id": 3, "chunk_id": 30}, {"n": 3, "doc_id": 2, "chunk_id": 20}]
+    citations = [{"n": 1, "chunk_id": 10, "quote": ""}, {"n": 2, "chunk_id": 30, "quote": ""}]  # [3] not cited
+    result = SimpleNamespace(answer="x [1] [2]", evidence=evidence, citations=citations, shortcut="", trace_id="")
+
+    outcome = score_answer(case, result, 1.0, chunk_text=lambda chunk_id: "")
+
+    assert outcome.source_pass is True and outcome.source_recall == 0.5
+
+
+def test_answers_can_be_asked_through_a_chosen_agent(answers_kb, tmp_path):
+    path = tmp_path / "answers.json"
+
+    out, code = _evaluate("--kb", answers_kb.slug, "--answers", "--agent", "deep_research_agent", "--json", str(path))
+
+    report = json.loads(path.read_text())
+    assert code == 0, out
+    assert report["config"]["chat"]["agent_type"] == "deep_research_agent"
+    assert report["metrics"]["keyword_pass"] == pytest.approx(2 / 3, abs=1e-4)

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentic_rag.llm import get_llm
 from chat.cli import command_user
+from chat.workers import AGENT_TYPES
 from evaluation.answers import (
     ANSWER_METRICS,
     answer_config,
@@ -51,6 +52,8 @@ class Command(BaseCommand):
                                  f"({', '.join(ANSWER_METRICS)}, latency)")
         parser.add_argument("--user", metavar="USERNAME",
                             help="with --answers: who asks (default: the KB's owner, else the demo user)")
+        parser.add_argument("--agent", default="auto", choices=AGENT_TYPES,
+                            help="with --answers: the worker type that retrieves (default: auto)")
 
     def handle(self, *args, **options) -> None:
         thresholds = _parse_thresholds(options["fail_under"], ANSWER_METRICS if options["answers"] else METRIC_KEYS)
@@ -98,9 +101,10 @@ class Command(BaseCommand):
         llm = get_llm()
         conversations: list[int] = []
         try:
+            agent = options["agent"]
             evaluation = evaluate_answers(
-                cases, chat_asker(kb, user, llm=llm, conversations=conversations),
-                chunk_text=chunk_text_from_db, config=answer_config(kb, llm),
+                cases, chat_asker(kb, user, llm=llm, conversations=conversations, agent_type=agent),
+                chunk_text=chunk_text_from_db, config=answer_config(kb, llm, agent),
             )
         finally:
             delete_conversations(conversations)

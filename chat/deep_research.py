@@ -1,0 +1,213 @@
+"""deep_research_agent (DeepSearch): decompose, retrieve in rounds until the evidence suffices.
+
+1. Decompose the question into sub-questions: a configured model answers JSON
+   (`{"sub_questions": [...]}`); offline, or when the model fails, the question is cut at its
+   question marks and conjunctions ("…？…？", ", and what …", "以及").
+2. Each round retrieves every open query from the KB (hybrid) and the graph (`hybrid+graph`
+   when the KB has a graph) side by side.
+3. Sufficiency: a sub-question is answered when one piece of its evidence holds at least
+   `SUFFICIENT_COVERAGE` of its terms (the model judges instead when one is configured).
+4. Follow-ups for the open sub-questions: the model's queries, or offline the sub-question
+   with the names of the graph entities next to the ones it mentions.
+5. At most `MAX_ROUNDS` (3) rounds; then the references are interleaved so that every
+   sub-question's best evidence comes first, and the pipeline writes the answer from them.
+
+Each round is reported through `on_event("round", …)` (queries, what was found, what is still
+open), which the pipeline streams and records in the trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentic_rag.llm import CompletionOptions, LLMError, Message, get_llm
+from agentic_rag.llm.extractive import model_json
+from graphrag.search import graph_index, local_search
+from knowledge.analysis import analyze
+from knowledge.candidates import Candidate
+from knowledge.fusion import expand_query
+from knowledge.models import KnowledgeBase
+from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
+
+from .pipeline.stages import evidence_coverage
+
+logger = logging.getLogger(__name__)
+
+MAX_ROUNDS = 3
+MAX_SUB_QUESTIONS = 4
+SUFFICIENT_COVERAGE = 0.5
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="deep-research")
+
+# Where a compound question splits: question marks, semicolons, and the conjunctions that
+# start a second question ("…, and what …", "…以及…").
+_SPLIT = re.compile(
+    r"(?<=[?？；;])\s*|，?(?:以及|并且|另外|还有|同时)|,\s*(?=(?:and|or)\s+(?:what|which|how|why|when|where|who|does|do|is|are|can)\b)",
+    re.IGNORECASE,
+)
+_LEADING_CONJUNCTION = re.compile(r"^(?:and|or)\s+", re.IGNORECASE)
+
+OnEvent = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class SubQuestion:
+    text: str
+    evidence: list[Candidate] = field(default_factory=list)
+    coverage: float = 0.0
+
+    @property
+    def answered(self) -> bool:
+        return self.coverage >= SUFFICIENT_COVERAGE
+
+
+def rule_decompose(question: str) -> list[str]:
+    """Cut a compound question into its parts; a simple one stays whole."""
+    parts = [_LEADING_CONJUNCTION.sub("", p.strip(" ,，。")) for p in _SPLIT.split(question)]
+    parts = [p for p in parts if len(analyze(p)) >= 2]
+    return parts[:MAX_SUB_QUESTIONS] if len(parts) > 1 else [question]
+
+
+def decompose(question: str, llm: Any) -> tuple[list[str], str]:
+    """Sub-questions and who made them ("model" or "rules")."""
+    if getattr(llm, "has_model", False):
+        try:
+            reply = model_json(
+                llm,
+                [Message("system", "Split the user's question into at most 4 self-contained sub-questions "
+                                   "that together answer it; one if it is simple."),
+                 Message("user", question)],
+                CompletionOptions(temperature=0.0, max_tokens=300, timeout_s=10),
+                '{"sub_questions": [str]}',
+                field="sub_questions",
+            )
+            listed = reply.get("sub_questions")
+            # The fallback chain turns prose into {"sub_questions": "<the text>"}: not a plan.
+            subs = [s.strip() for s in listed if isinstance(s, str) and s.strip()] if isinstance(listed, list) else []
+            if subs:
+                return subs[:MAX_SUB_QUESTIONS], "model"
+        except (LLMError, ValueError, TypeError, AttributeError) as error:
+            logger.info("decomposition by the model failed, using the rules: %s", error)
+    return rule_decompose(question), "rules"
+
+
+class DeepResearchWorker:
+    """Multi-round retrieval over one KB and its graph; never generates."""
+
+    def __init__(self, kb_slug: str) -> None:
+        self.kb_slug = kb_slug
+
+    def retrieve_with_trace(
+        self,
+        query: str,
+        thread_id: str = "",
+        *,
+        retriever=None,
+        top_k: int | None = None,
+        rerank: bool | None = None,
+        mode: str | None = None,  # its own: hybrid, or hybrid+graph when the KB has a graph
+        on_event: OnEvent | None = None,
+        llm: Any = None,
+    ) -> dict[str, Any]:
+        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        llm = llm if llm is not None else get_llm()
+        emit = on_event or (lambda kind, data: None)
+        has_graph = graph_index(kb) is not None
+        overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}
+        params = params_for_kb(kb, **{**overrides, "mode": "hybrid+graph" if has_graph else "hybrid"})
+        search = retriever or retrieve
+
+        texts, planner = decompose(query, llm)
+        subs = [SubQuestion(text) for text in texts]
+        emit("thinking", {"text": f"{len(subs)} sub-question(s) ({planner}): " + " | ".join(texts)})
+        results: list[RetrievalResult] = []
+        pending = {i: [s.text] for i, s in enumerate(subs)}
+        rounds = 0
+        for rounds in range(1, MAX_ROUNDS + 1):
+            queries = [(i, q) for i, qs in pending.items() for q in qs]
+            found = list(_POOL.map(lambda item: (item[0], search(item[1], kb, params)), queries))
+            for i, result in found:
+                results.append(result)
+                _add_evidence(subs[i], result.references)
+            for sub in subs:
+                sub.coverage = evidence_coverage(sub.text, sub.evidence, tokenize=analyze, expand=expand_query)
+            open_subs = [i for i, s in enumerate(subs) if not s.answered]
+            emit("round", {
+                "round": rounds,
+                "queries": [q for _, q in queries],
+                "found": sorted({c.doc_name for _, r in found for c in r.references}),
+                "open": [subs[i].text for i in open_subs],
+                "sufficient": not open_subs,
+            })
+            if not open_subs or rounds == MAX_ROUNDS:
+                break
+            pending = {i: follow_ups(kb, subs[i], has_graph) for i in open_subs}
+            pending = {i: qs for i, qs in pending.items() if qs}
+            if not pending:
+                break
+        references = interleave(subs, limit=params.top_k)
+        if not references and results:
+            references = list(results[0].references)
+        merged = _merged_result(query, results, references, rounds, subs)
+        return {
+            "context": "\n\n".join(c.text for c in references),
+            "retrieval_results": [merged],
+            "reference": references,
+        }
+
+
+def follow_ups(kb: KnowledgeBase, sub: SubQuestion, has_graph: bool) -> list[str]:
+    """Other ways to ask an open sub-question: with the graph's neighbours of its entities,
+    and with its terms alone (the question words dropped)."""
+    queries = []
+    if has_graph:
+        found = local_search(kb, sub.text, neighbours=3)
+        names = [e.name for e in found.neighbours]
+        if names:
+            queries.append(f"{sub.text} {' '.join(names)}")
+    terms = " ".join(dict.fromkeys(analyze(sub.text)))
+    if terms and terms != sub.text:
+        queries.append(terms)
+    return queries[:2]
+
+
+def _add_evidence(sub: SubQuestion, references) -> None:
+    known = {c.chunk_id for c in sub.evidence}
+    sub.evidence.extend(c for c in references if c.chunk_id not in known)
+
+
+def interleave(subs: list[SubQuestion], *, limit: int) -> list[Candidate]:
+    """Each sub-question's best evidence in turn, so every part reaches the answer."""
+    chosen: list[Candidate] = []
+    seen: set[int] = set()
+    depth = 0
+    while len(chosen) < limit and any(depth < len(s.evidence) for s in subs):
+        for sub in subs:
+            if depth < len(sub.evidence) and sub.evidence[depth].chunk_id not in seen and len(chosen) < limit:
+                seen.add(sub.evidence[depth].chunk_id)
+                chosen.append(sub.evidence[depth])
+        depth += 1
+    return chosen
+
+
+def _merged_result(query, results, references, rounds, subs) -> RetrievalResult:
+    timings: dict[str, float] = {}
+    for result in results:
+        for stage, ms in result.timings_ms.items():
+            timings[stage] = round(timings.get(stage, 0.0) + ms, 3)
+    warnings = [w for r in results for w in r.warnings]
+    open_subs = [s.text for s in subs if not s.answered]
+    if open_subs:
+        warnings.append(f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}")
+    return dataclasses.replace(
+        RetrievalResult(query=query, mode="deep_research"),
+        candidates=list(references),
+        timings_ms=timings,
+        warnings=warnings,
+        reason="" if references else "nothing in the knowledge base matches the question",
+    )

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.deep_research import MAX_ROUNDS, DeepResearchWorker, rule_decompose
+from chat.tests.conftest import Events
+from chat.workers import AGENT_TYPES, plan_for
+from graphrag.build import build_graph
+from graphrag.tests.test_build import DOCS, ingest
+from knowledge.retrieval import RetrievalResult
+
+# The rounds search side by side in threads, which see only committed rows.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        ("文档状态有哪些？多进程下进度怎么送到浏览器？", ["文档状态有哪些？", "多进程下进度怎么送到浏览器？"]),
+        ("What does Celery use, and which storage does Milvus replace?", ["What does Celery use", "which storage does Milvus replace?"]),
+        ("GraphRAG 依赖什么，以及 LightRAG 扩展了什么？", ["GraphRAG 依赖什么", "LightRAG 扩展了什么？"]),
+        ("What does LightRAG extend?", ["What does LightRAG extend?"]),
+    ],
+)
+def test_compound_questions_are_cut_into_their_parts(question, parts):
+    assert rule_decompose(question) == parts
+
+
+def test_each_part_gets_its_evidence_and_every_part_reaches_the_references(kb):
+    ingest(kb)
+    build_graph(kb)
+    events = []
+
+    output = DeepResearchWorker(kb.slug).retrieve_with_trace(
+        "Which broker does Celery use? What does LightRAG extend?", on_event=lambda kind, data: events.append((kind, data))
+    )
+
+    docs = [c.doc_name for c in output["reference"]]
+    assert {"ops.md", "graph.md"} <= set(docs[:2])  # one part each, interleaved
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "thinking" and "2 sub-question(s) (rules)" in events[0][1]["text"]
+    first_round = events[1][1]
+    assert first_round["round"] == 1 and len(first_round["queries"]) == 2 and first_round["sufficient"]
+    assert output["retrieval_results"][0].mode == "deep_research"
+
+
+def test_an_unanswerable_part_gets_follow_ups_and_stops_after_three_rounds(kb):
+    ingest(kb)
+    seen: list[str] = []
+
+    def retriever(query, kb, params):
+        seen.append(query)
+        return RetrievalResult(query=query, mode=params.mode)  # never finds anything
+
+    events = []
+    output = DeepResearchWorker(kb.slug).retrieve_with_trace(
+        "What does Celery use for quantum teleportation?", retriever=retriever,
+        on_event=lambda kind, data: events.append((kind, data)),
+    )
+
+    rounds = [data for kind, data in events if kind == "round"]
+    assert len(rounds) == MAX_ROUNDS and not rounds[-1]["sufficient"]
+    assert len(set(seen)) > 1  # the follow-ups asked differently
+    assert output["reference"] == []
+    assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)
+
+
+def test_with_a_model_the_model_decomposes_and_bad_json_falls_back_to_the_rules(kb, settings):
+    from agentic_rag.llm import reset_llm
+    from agentic_rag.llm.testing import FakeOpenAIServer
+
+    ingest(kb)
+    with FakeOpenAIServer() as server:
+        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
+        settings.LLM_RETRY_MAX_ATTEMPTS = 1
+        reset_llm()
+        events = []
+        server.reply(json.dumps({"sub_questions": ["Which broker does Celery use?", "What runs Redis?"]}))
+        DeepResearchWorker(kb.slug).retrieve_with_trace("Tell me about the ops setup", on_event=lambda k, d: events.append((k, d)))
+        assert "(model)" in events[0][1]["text"] and "What runs Redis?" in events[0][1]["text"]
+
+        events.clear()
+        server.reply("this is not JSON")
+        DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
+        assert "(rules)" in events[0][1]["text"]
+    reset_llm()
+
+
+def test_the_chat_streams_the_rounds_and_cites_every_part(alice, kb, extractive):
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    ingest(kb)
+    events = Events()
+    run_chat(
+        ChatRequest(alice, None, "Which broker does Celery use? What does LightRAG extend?",
+                    ChatOptions(kb_slug=kb.slug, agent_type="deep_research_agent")),
+        emit=events, llm=extractive,
+    )
+
+    assert events.of("thinking") and events.of("round")
+    assert events.one("route").data["worker_name"] == f"{kb.slug}:deep_research_agent:retrieve_only"
+    cited = {item["doc"] for item in events.one("retrieval").data["evidence"]}
+    assert {"ops.md", "graph.md"} <= cited
+    assert "deep_research_agent" in AGENT_TYPES
+    assert plan_for(kb.slug, "deep_research_agent", ["a", "b"])[0].queries == ("a",)
+
+
+def test_it_only_searches_the_kb_it_was_given(kb, bob):
+    from knowledge.models import KnowledgeBase
+
+    ingest(kb)
+    other = KnowledgeBase.objects.create(slug="bobs", name="Bob's", owner=bob)
+    ingest(other, {"secret.md": "# 1 Secret\n\nCelery uses a secret broker called Zebra."})
+
+    output = DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker does Celery use? What is Zebra?")
+
+    assert "secret.md" not in {c.doc_name for c in output["reference"]}
+
+
+def test_it_is_unused_by_auto(kb):
+    assert DOCS  # the fixture documents exist
+    assert plan_for(kb.slug, "auto", ["Which broker does Celery use?"])[0].agent_type == "hybrid_agent"
