@@ -122,3 +122,18 @@ def test_it_only_searches_the_kb_it_was_given(kb, bob):
 def test_it_is_unused_by_auto(kb):
     assert DOCS  # the fixture documents exist
     assert plan_for(kb.slug, "auto", ["Which broker does Celery use?"])[0].agent_type == "hybrid_agent"
+
+
+def test_the_sse_api_streams_thinking_and_rounds_before_the_answer(alice_client, kb):
+    from django.urls import reverse
+
+    from chat.tests.test_api import parse_sse, post_json
+
+    ingest(kb)
+    body = {"message": "Which broker does Celery use? What does LightRAG extend?", "kb": kb.slug,
+            "agent_type": "deep_research_agent"}
+
+    response = post_json(alice_client, reverse("api-chat-stream"), body)
+
+    types = [kind for kind, _ in parse_sse(response.streaming_content)]
+    assert types.index("thinking") < types.index("round") < types.index("retrieval") < types.index("final")
