@@ -22,6 +22,7 @@ from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
 
 from .deep_research import DeepResearchWorker
+from .fusion_agent import FusionAgentWorker
 from .graph_agent import GraphAgentWorker
 from .routing_kb import AGENT_MODE, DEFAULT_AGENT, auto_agent, format_worker_name, parse_worker_name
 
@@ -72,12 +73,16 @@ class RetrieveOnlyWorker:
         }
 
 
+FUSION_MEMBERS = ("hybrid_agent", "graph_agent", "deep_research_agent")
+
 # A new worker type is one line: its name and how to build it for a KB slug.
 WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "naive_rag_agent": lambda kb: RetrieveOnlyWorker(kb, "vector"),
     "hybrid_agent": lambda kb: RetrieveOnlyWorker(kb, "hybrid"),
     "graph_agent": GraphAgentWorker,
     "deep_research_agent": DeepResearchWorker,
+    # Built when first asked for, so its members are this registry's own entries.
+    "fusion_agent": lambda kb: FusionAgentWorker(kb, {name: WORKER_TYPES[name] for name in FUSION_MEMBERS}),
 }
 AGENT_TYPES: tuple[str, ...] = ("auto", *WORKER_TYPES)
 
@@ -141,7 +146,7 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagR
     chosen = agent_type
     if agent_type in ("", "auto"):
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
-    if chosen == "deep_research_agent":
+    if chosen in ("deep_research_agent", "fusion_agent"):
         # It decomposes and rephrases the question itself, in rounds: the rewrite's variants
         # would only repeat that work.
         queries = list(queries)[:1]

@@ -132,7 +132,7 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
         return
     # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.
     questions = {run.message, run.rewrite.query or run.message}
-    if any(result.mode == "deep_research" for result in search.results):
+    if any(result.mode in ("deep_research", "fusion") for result in search.results):
         # Its evidence answers the question part by part: one part held well is enough to
         # answer (the worker's warning names the parts it could not cover).
         questions |= set(rule_decompose(run.message))

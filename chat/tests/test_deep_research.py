@@ -137,3 +137,41 @@ def test_the_sse_api_streams_thinking_and_rounds_before_the_answer(alice_client,
 
     types = [kind for kind, _ in parse_sse(response.streaming_content)]
     assert types.index("thinking") < types.index("round") < types.index("retrieval") < types.index("final")
+
+
+def test_the_fusion_agent_runs_its_members_side_by_side_and_merges_once(kb):
+    from chat.fusion_agent import FusionAgentWorker, merge_by_rank
+    from chat.workers import WORKER_TYPES
+
+    ingest(kb)
+    build_graph(kb)
+
+    output = WORKER_TYPES["fusion_agent"](kb.slug).retrieve_with_trace("Which broker does Celery use? What does LightRAG extend?")
+
+    ids = [c.chunk_id for c in output["reference"]]
+    assert len(ids) == len(set(ids)) and {"ops.md", "graph.md"} <= {c.doc_name for c in output["reference"]}
+    assert output["retrieval_results"][0].mode == "fusion"
+
+    class Failing:
+        def __init__(self, kb_slug):
+            pass
+
+        def retrieve_with_trace(self, *args, **kwargs):
+            raise RuntimeError("member down")
+
+    worker = FusionAgentWorker(kb.slug, {"hybrid_agent": WORKER_TYPES["hybrid_agent"], "broken": Failing})
+    output = worker.retrieve_with_trace("Which broker does Celery use?")
+    assert output["reference"] and "broken: member down" in output["retrieval_results"][0].warnings
+
+
+
+def test_the_merge_ranks_a_chunk_several_members_found_first_and_keeps_each_chunk_once():
+    from chat.fusion_agent import merge_by_rank
+    from knowledge.candidates import Candidate
+
+    def chunks(*ids):
+        return [Candidate(chunk_id=i, doc_id=1, doc_name="d", text=str(i)) for i in ids]
+
+    merged = merge_by_rank({"hybrid": chunks(1, 2, 3), "graph": chunks(3, 4), "deep": chunks(5, 3)})
+
+    assert [c.chunk_id for c in merged] == [3, 1, 5, 2, 4]  # ties keep the order first seen

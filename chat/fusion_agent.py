@@ -1,0 +1,104 @@
+"""fusion_agent: several workers side by side on one question, their evidence merged once.
+
+It runs its member workers (hybrid, graph and deep research by default) in parallel, each
+with its own timeout, and merges their reference lists by reciprocal rank (k = 60): a chunk
+that several members found ranks above one that only one found, and each chunk appears once.
+A member that fails or times out is reported as a warning; the others' evidence stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from django.conf import settings
+
+from knowledge.candidates import Candidate
+from knowledge.retrieval import RetrievalResult
+
+logger = logging.getLogger(__name__)
+
+RRF_K = 60
+_POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="fusion-agent")
+
+
+class FusionAgentWorker:
+    """Run `members` (type → worker factory) on one question and merge what they found."""
+
+    def __init__(self, kb_slug: str, members: Mapping[str, Callable[[str], Any]]) -> None:
+        self.kb_slug = kb_slug
+        self.members = dict(members)
+
+    def retrieve_with_trace(
+        self,
+        query: str,
+        thread_id: str = "",
+        *,
+        retriever=None,
+        top_k: int | None = None,
+        rerank: bool | None = None,
+        mode: str | None = None,  # each member searches in its own mode
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        llm: Any = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
+        futures = {
+            name: _POOL.submit(
+                factory(self.kb_slug).retrieve_with_trace, query, thread_id,
+                retriever=retriever, top_k=top_k, rerank=rerank, on_event=on_event, llm=llm,
+            )
+            for name, factory in self.members.items()
+        }
+        wait(futures.values(), timeout=timeout)
+        found: dict[str, list[Candidate]] = {}
+        results: list[RetrievalResult] = []
+        warnings: list[str] = []
+        for name, future in futures.items():
+            if not future.done():
+                future.cancel()
+                warnings.append(f"{name}: timed out after {timeout:g}s")
+            elif future.exception() is not None:
+                warnings.append(f"{name}: {future.exception()}")
+            else:
+                output = future.result()
+                found[name] = list(output["reference"])
+                results.extend(output["retrieval_results"])
+        limit = top_k or max((len(refs) for refs in found.values()), default=0)
+        references = merge_by_rank(found)[:limit]
+        if on_event:
+            on_event("thinking", {"text": "fused " + ", ".join(f"{n} ({len(r)})" for n, r in found.items())})
+        merged = _merged(query, results, references, warnings)
+        return {
+            "context": "\n\n".join(c.text for c in references),
+            "retrieval_results": [merged],
+            "reference": references,
+        }
+
+
+def merge_by_rank(found: Mapping[str, list[Candidate]]) -> list[Candidate]:
+    """Reciprocal-rank merge of the members' lists, each chunk once (its first copy kept)."""
+    scores: dict[int, float] = {}
+    first: dict[int, Candidate] = {}
+    for references in found.values():
+        for rank, candidate in enumerate(references, 1):
+            scores[candidate.chunk_id] = scores.get(candidate.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+            first.setdefault(candidate.chunk_id, candidate)
+    return [first[c] for c in sorted(scores, key=lambda c: -scores[c])]
+
+
+def _merged(query: str, results: list[RetrievalResult], references: list[Candidate], warnings: list[str]) -> RetrievalResult:
+    timings: dict[str, float] = {}
+    for result in results:
+        for stage, ms in result.timings_ms.items():
+            timings[stage] = round(timings.get(stage, 0.0) + ms, 3)
+    return dataclasses.replace(
+        RetrievalResult(query=query, mode="fusion"),
+        candidates=list(references),
+        timings_ms=timings,
+        warnings=[w for r in results for w in r.warnings] + warnings,
+        reason="" if references else "nothing in the knowledge base matches the question",
+    )
