@@ -128,6 +128,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.meta.setdefault("rounds", []).append(event.data)
         await self._send_meta()
 
+    async def chat_plan(self, event: PipelineEvent) -> None:
+        self.meta["plan"] = event.data
+        self.meta["tasks"] = {t["task_id"]: {**t, "status": "pending"} for t in event.data.get("tasks", [])}
+        await self._send_meta()
+
+    async def chat_task(self, event: PipelineEvent) -> None:
+        task = self.meta.setdefault("tasks", {}).setdefault(event.data.get("task_id", "?"), {})
+        task.update(event.data)
+        await self._send_meta()
+
+    async def chat_report(self, event: PipelineEvent) -> None:
+        self.meta["report"] = event.data
+        await self._send_meta()
+
     async def chat_retrieval(self, event: PipelineEvent) -> None:
         self.evidence = evidence_items(event.data.get("evidence"))
         context = {"key": self.turn, "items": self.evidence, "oob_list": "true", "active": True}

@@ -210,4 +210,5 @@ def _merged_result(query, results, references, rounds, subs) -> RetrievalResult:
         timings_ms=timings,
         warnings=warnings,
         reason="" if references else "nothing in the knowledge base matches the question",
+        parts=[s.text for s in subs],
     )

@@ -101,4 +101,5 @@ def _merged(query: str, results: list[RetrievalResult], references: list[Candida
         timings_ms=timings,
         warnings=[w for r in results for w in r.warnings] + warnings,
         reason="" if references else "nothing in the knowledge base matches the question",
+        parts=[part for result in results for part in result.parts],
     )

@@ -24,6 +24,7 @@ from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
 from .deep_research import DeepResearchWorker
 from .fusion_agent import FusionAgentWorker
 from .graph_agent import GraphAgentWorker
+from .plan_execute import PlanExecuteWorker
 from .routing_kb import AGENT_MODE, DEFAULT_AGENT, auto_agent, format_worker_name, parse_worker_name
 
 logger = logging.getLogger("chat.workers")
@@ -81,6 +82,7 @@ WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "hybrid_agent": lambda kb: RetrieveOnlyWorker(kb, "hybrid"),
     "graph_agent": GraphAgentWorker,
     "deep_research_agent": DeepResearchWorker,
+    "plan_execute_agent": PlanExecuteWorker,
     # Built when first asked for, so its members are this registry's own entries.
     "fusion_agent": lambda kb: FusionAgentWorker(kb, {name: WORKER_TYPES[name] for name in FUSION_MEMBERS}),
 }
@@ -146,7 +148,7 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagR
     chosen = agent_type
     if agent_type in ("", "auto"):
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
-    if chosen in ("deep_research_agent", "fusion_agent"):
+    if chosen in ("deep_research_agent", "plan_execute_agent", "fusion_agent"):
         # It decomposes and rephrases the question itself, in rounds: the rewrite's variants
         # would only repeat that work.
         queries = list(queries)[:1]

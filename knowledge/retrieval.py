@@ -106,6 +106,8 @@ class RetrievalResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     reason: str = ""  # why there are no candidates, when there are none
+    # The sub-questions a multi-part search (an agent's rounds or plan) answered one by one.
+    parts: list[str] = field(default_factory=list)
 
     def results(self) -> list[dict[str, Any]]:
         return [candidate.as_result(rank) for rank, candidate in enumerate(self.candidates, 1)]

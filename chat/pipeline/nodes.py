@@ -16,7 +16,6 @@ from django.conf import settings
 from django.urls import reverse
 
 from chat import memory
-from chat.deep_research import rule_decompose
 from chat.routing_kb import parse_worker_name
 from chat.workers import plan_for, run_plan
 from knowledge.analysis import analyze
@@ -132,10 +131,9 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
         return
     # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.
     questions = {run.message, run.rewrite.query or run.message}
-    if any(result.mode in ("deep_research", "fusion") for result in search.results):
-        # Its evidence answers the question part by part: one part held well is enough to
-        # answer (the worker's warning names the parts it could not cover).
-        questions |= set(rule_decompose(run.message))
+    # An agent that searched part by part: one part held well is enough to answer (its
+    # warnings name the parts it could not cover).
+    questions |= {part for result in search.results for part in result.parts}
     coverage = max(
         stages.evidence_coverage(question, search.references, tokenize=analyze, expand=expand_query)
         for question in questions

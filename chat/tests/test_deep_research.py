@@ -140,7 +140,7 @@ def test_the_sse_api_streams_thinking_and_rounds_before_the_answer(alice_client,
 
 
 def test_the_fusion_agent_runs_its_members_side_by_side_and_merges_once(kb):
-    from chat.fusion_agent import FusionAgentWorker, merge_by_rank
+    from chat.fusion_agent import FusionAgentWorker
     from chat.workers import WORKER_TYPES
 
     ingest(kb)
