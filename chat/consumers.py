@@ -20,7 +20,7 @@ from agentic_rag.ratelimit import Decision, check_rate
 from .adapters import error_event
 from .cards import StageCard, card_ended, card_started, cards_by_id, stage_lanes
 from .events import PipelineEvent
-from .evidence import evidence_items, message_evidence
+from .evidence import evidence_items, fold_agent_step, message_evidence
 from .forms import AskForm, chat_request
 from .models import Conversation, Message
 from .pipeline import ChatRefused, aiter_chat, export_graph
@@ -121,26 +121,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_meta()
 
     async def chat_thinking(self, event: PipelineEvent) -> None:
-        self.meta["thinking"] = str(event.data.get("text", ""))
+        fold_agent_step(self.meta, {"type": event.type, **event.data})
         await self._send_meta()
 
-    async def chat_round(self, event: PipelineEvent) -> None:
-        self.meta.setdefault("rounds", []).append(event.data)
-        await self._send_meta()
-
-    async def chat_plan(self, event: PipelineEvent) -> None:
-        self.meta["plan"] = event.data
-        self.meta["tasks"] = {t["task_id"]: {**t, "status": "pending"} for t in event.data.get("tasks", [])}
-        await self._send_meta()
-
-    async def chat_task(self, event: PipelineEvent) -> None:
-        task = self.meta.setdefault("tasks", {}).setdefault(event.data.get("task_id", "?"), {})
-        task.update(event.data)
-        await self._send_meta()
-
-    async def chat_report(self, event: PipelineEvent) -> None:
-        self.meta["report"] = event.data
-        await self._send_meta()
+    chat_round = chat_plan = chat_task = chat_report = chat_thinking
 
     async def chat_retrieval(self, event: PipelineEvent) -> None:
         self.evidence = evidence_items(event.data.get("evidence"))

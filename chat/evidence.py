@@ -98,3 +98,30 @@ def message_evidence(message: Any) -> list[EvidenceItem]:
 def message_verification(message: Any) -> Verification | None:
     debug = message.debug if isinstance(message.debug, Mapping) else {}
     return verification_marks(debug.get("verification"))
+
+
+def fold_agent_step(meta: dict[str, Any], step: Mapping[str, Any]) -> dict[str, Any]:
+    """Add one step a multi-step worker reported (thinking, round, plan, task, report) to the
+    summary the chat shows above its answer; live events and stored messages use the same fold."""
+    kind, data = step.get("type"), {k: v for k, v in step.items() if k != "type"}
+    if kind == "thinking":
+        meta["thinking"] = str(data.get("text", ""))
+    elif kind == "round":
+        meta.setdefault("rounds", []).append(data)
+    elif kind == "plan":
+        meta["plan"] = data
+        meta["tasks"] = {t["task_id"]: {**t, "status": "pending"} for t in data.get("tasks", [])}
+    elif kind == "task":
+        meta.setdefault("tasks", {}).setdefault(str(data.get("task_id", "?")), {}).update(data)
+    elif kind == "report":
+        meta["report"] = data
+    return meta
+
+
+def message_agent_steps(message: Any) -> dict[str, Any]:
+    debug = message.debug if isinstance(message.debug, Mapping) else {}
+    meta: dict[str, Any] = {}
+    for step in debug.get("agent_steps") or ():
+        if isinstance(step, Mapping):
+            fold_agent_step(meta, step)
+    return meta

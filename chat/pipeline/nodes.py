@@ -183,6 +183,7 @@ def _worker_events(run: ChatRun) -> Callable[[str, dict[str, Any]], None]:
     """What a multi-round worker reports (its thinking, each round) goes out as events and spans."""
 
     def report(kind: str, data: dict[str, Any]) -> None:
+        run.agent_steps.append({"type": kind, **data})
         run.emit(kind, "kb", **data)
         name = f"kb.{kind}" + (f".{data['round']}" if "round" in data else "")
         run.recorder.add(name, "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0, input=data.get("queries", ""),

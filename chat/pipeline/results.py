@@ -146,6 +146,7 @@ def _debug(run: ChatRun, result: ChatResult) -> dict[str, Any]:
         "shortcut": result.shortcut,
         "evidence": [item.as_stored() for item in run.evidence],
         "tools": [r.as_event() for r in run.tool_results],
+        "agent_steps": run.agent_steps,
         "prompt": {"mode": prompt.mode, "task": prompt.task, "temperature": prompt.temperature} if prompt else None,
         "provider": run.provider,
         "verification": list(result.verification),

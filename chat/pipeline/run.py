@@ -62,6 +62,7 @@ class ChatRun:
         self.intent: IntentResult = DEFAULT_INTENT
         self.evidence: tuple[EvidenceItem, ...] = ()
         self.tool_results: list[ToolResult] = []
+        self.agent_steps: list[dict[str, Any]] = []  # what a multi-step worker reported, in order
         self.prompt: Prompt | None = None
         self.provider = ""
         self.reply = ""  # a shortcut's answer

@@ -155,13 +155,13 @@ def number_evidence(
 ) -> tuple[EvidenceItem, ...]:
     """Number KB references from 1, then the successful tool outputs after them.
 
-    A reference the graph agent chose (it states a relation or sums up a community) is
-    GRAPH evidence, its section the relation it states.
+    A reference the graph agent chose (it states a relation or sums up a community) keeps
+    that label as its section, so the prompt and the reader see what it was chosen for.
     """
     items = [
         EvidenceItem(
-            n, "GRAPH" if c.metadata.get("graph") else "KB", c.doc_name, c.text, c.doc_id, c.chunk_id,
-            c.metadata.get("graph") or c.section, float(c.score), url_for(c),
+            n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.metadata.get("graph") or c.section,
+            float(c.score), url_for(c), graph=c.metadata.get("graph", ""),
         )
         for n, c in enumerate(references[:limit], 1)
     ]

@@ -23,10 +23,10 @@ class Turn:
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    """What `[n]` in an answer points at: a KB chunk (GRAPH: one the graph chose) or a tool's output."""
+    """What `[n]` in an answer points at: a KB chunk or a tool's output."""
 
     n: int
-    source: Literal["KB", "GRAPH", "TOOL"]
+    source: Literal["KB", "TOOL"]
     doc: str  # the document's name, or the tool's
     text: str
     doc_id: int | None = None
@@ -34,13 +34,15 @@ class EvidenceItem:
     section: str = ""
     score: float = 0.0
     url: str = ""
+    graph: str = ""  # the relation or community the graph agent chose this chunk for
 
     def as_event(self) -> dict[str, Any]:
         """The evidence panel's fields (a preview, not the whole text)."""
         preview = self.text if len(self.text) <= PREVIEW_CHARS else self.text[: PREVIEW_CHARS - 1] + "…"
         return {
             "n": self.n,
-            "source": self.source,
+            # Shown apart from other chunks in the evidence panel; to the prompt it is a KB chunk.
+            "source": "GRAPH" if self.graph else self.source,
             "doc": self.doc,
             "doc_id": self.doc_id,
             "chunk_id": self.chunk_id,

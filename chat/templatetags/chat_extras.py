@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from chat.evidence import message_evidence, message_verification
+from chat.evidence import message_agent_steps, message_evidence, message_verification
 from chat.rendering import render_markdown
 
 register = template.Library()
@@ -31,6 +31,11 @@ def markdown(text: str):
 @register.filter
 def evidence(message):
     return message_evidence(message)
+
+
+@register.filter
+def agent_steps(message):
+    return message_agent_steps(message)
 
 
 @register.filter

@@ -72,3 +72,17 @@ def test_a_relation_question_in_chat_is_answered_with_cited_graph_evidence(alice
     graph_items = [item for item in evidence if item["source"] == "GRAPH"]
     assert graph_items and all(item["section"].startswith("relation: ") for item in graph_items)
     assert {"graph.md"} <= {item["doc"] for item in graph_items}
+
+
+def test_the_offline_reader_answers_a_relation_question_from_the_graph_evidence(alice, kb, extractive):
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    ingest(kb)
+    build_graph(kb)
+    events = Events()
+    run_chat(ChatRequest(alice, None, "How is LightRAG related to networkx?", ChatOptions(kb_slug=kb.slug)),
+             emit=events, llm=extractive)
+
+    final = events.one("final").data
+    assert "LightRAG" in final["response"] and final["citations"]
+    assert "no evidence" not in final["response"]
