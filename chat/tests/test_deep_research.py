@@ -175,3 +175,25 @@ def test_the_merge_ranks_a_chunk_several_members_found_first_and_keeps_each_chun
     merged = merge_by_rank({"hybrid": chunks(1, 2, 3), "graph": chunks(3, 4), "deep": chunks(5, 3)})
 
     assert [c.chunk_id for c in merged] == [3, 1, 5, 2, 4]  # ties keep the order first seen
+
+
+def test_a_model_that_never_says_sufficient_is_stopped_after_three_rounds(kb, settings):
+    from agentic_rag.llm import reset_llm
+    from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+
+    ingest(kb)
+    with FakeOpenAIServer() as server:
+        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
+        settings.LLM_RETRY_MAX_ATTEMPTS = 1
+        reset_llm()
+        server.script(FakeReply(text=json.dumps({"sub_questions": ["Which broker does Celery use?"]})))
+        server.reply(json.dumps({"sufficient": False, "open": [0], "follow_up_queries": {"0": ["Celery message broker"]}}))
+        events = []
+
+        output = DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
+
+        rounds = [d for k, d in events if k == "round"]
+        assert len(rounds) == MAX_ROUNDS and rounds[1]["queries"] == ["Celery message broker"]
+        assert output["reference"]  # what was found is still used
+        assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)
+    reset_llm()
