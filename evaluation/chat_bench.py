@@ -92,6 +92,53 @@ class _Runs:
         Conversation.objects.filter(pk__in=self.conversation_ids).delete()
 
 
+# Compound questions about the docs KB, for the agents that work in rounds or plans.
+AGENT_QUESTIONS = (
+    "How are documents split into chunks, and how does the quality gate judge them?",
+    "混合检索的权重是多少？多路召回有哪几条路径？",
+    "What is the difference between shortcut A and shortcut C?",
+    "知识图谱是怎么构建的？它和 Celery 有什么关系？",
+)
+# The first event that shows an agent at work (a plan, its thinking, a round, the evidence).
+AGENT_EVENTS = frozenset({"thinking", "plan", "round", "task", "retrieval"})
+
+
+def bench_agent(kb: Any, user: Any, agent_type: str, *, queries: int = 20) -> dict[str, Any]:
+    """Time one worker type offline: whole answers, and the first event that shows it at work."""
+    runs = _Runs()
+    llm = build_llm(LLMConfig())
+    timings: list[tuple[float, float]] = []
+
+    def ask(message: str) -> None:
+        first: list[float] = []
+
+        def emit(event: Any) -> None:
+            if event.type in AGENT_EVENTS and not first:
+                first.append(time.monotonic())
+
+        started = time.monotonic()
+        options = ChatOptions(kb_slug=kb.slug, agent_type=agent_type)
+        runs.note(run_chat(ChatRequest(user, None, message, options), emit=emit, llm=llm))
+        ended = time.monotonic()
+        timings.append(((ended - started) * 1000, ((first[0] if first else ended) - started) * 1000))
+
+    try:
+        ask(AGENT_QUESTIONS[0])  # warm-up
+        timings.clear()
+        for message in islice(cycle(AGENT_QUESTIONS), queries):
+            ask(message)
+    finally:
+        runs.delete()
+    return {
+        "agent": agent_type,
+        "queries": queries,
+        "e2e_p50_ms": _p(50, [total for total, _ in timings]),
+        "e2e_p95_ms": _p(95, [total for total, _ in timings]),
+        "first_agent_event_p50_ms": _p(50, [first for _, first in timings]),
+        "first_agent_event_p95_ms": _p(95, [first for _, first in timings]),
+    }
+
+
 def bench_chat(kb: Any, user: Any, *, queries: int = 40, fake_llm: bool = False) -> dict[str, Any]:
     """Measure the chat pipeline on kb as user; return the figures and the goals they meet."""
     runs = _Runs()

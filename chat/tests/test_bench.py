@@ -65,3 +65,16 @@ def test_its_checks_refuse_a_wrong_clock_or_amount():
 )
 def test_it_counts_overlapping_model_waits_once(intervals, until, ms):
     assert _union_ms(intervals, until=until) == pytest.approx(ms)
+
+
+@pytest.mark.django_db(transaction=True)  # the agents search side by side in threads
+@pytest.mark.parametrize("agent", ["deep_research_agent", "plan_execute_agent"])
+def test_it_times_an_agent_and_its_first_visible_event(docs_kb, agent):
+    out = io.StringIO()
+
+    call_command("bench", "chat", "--kb", "alice-kb", "--queries", "2", "--agent", agent, "--json", stdout=out)
+
+    report = json.loads(out.getvalue())
+    assert report["agent"] == agent and report["queries"] == 2
+    assert 0 < report["first_agent_event_p50_ms"] <= report["e2e_p50_ms"]
+    assert not Conversation.objects.exists() and not Trace.objects.exists()

@@ -1,5 +1,5 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N | bench corpus --squad FILE --out DIR
-| bench chat --kb SLUG [--queries N] [--fake-llm]"""
+| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE]"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.benchmarks import bench_ingest, write_squad_corpus
-from evaluation.chat_bench import bench_chat
+from evaluation.chat_bench import bench_agent, bench_chat
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_retrieval,
@@ -52,6 +52,7 @@ class Command(BaseCommand):
         chat.add_argument("--kb", required=True, metavar="SLUG")
         chat.add_argument("--queries", type=int, default=40, metavar="N", help="runs per measurement")
         chat.add_argument("--fake-llm", action="store_true", help="also measure the pipeline's own time to first token")
+        chat.add_argument("--agent", metavar="TYPE", help="time this worker type on compound questions instead")
         chat.add_argument("--json", action="store_true")
         corpus = sub.add_parser("corpus", help="write SQuAD paragraphs out as Markdown files")
         corpus.add_argument("--squad", required=True, type=Path, metavar="FILE")
@@ -70,7 +71,10 @@ class Command(BaseCommand):
             # Hundreds of requests each log two INFO lines; -v 2 keeps them.
             quiet = nullcontext() if options["verbosity"] >= 2 else _logs_at_most(logging.WARNING)
             with quiet:
-                report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
+                if options["agent"]:
+                    report = bench_agent(kb, kb.owner, options["agent"], queries=options["queries"])
+                else:
+                    report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
             self._print(report, as_json=options["json"])
             return
         if options["target"] == "retrieval":
