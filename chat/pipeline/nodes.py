@@ -117,6 +117,9 @@ def _retrieve(run: ChatRun) -> Outcome:
     run.evidence = stages.number_evidence(search.references, run.tool_results, limit=limit, url_for=_url_for(run))
     _emit_evidence(run, search.reason)
     status = "failed" if search.reason == SEARCH_FAILED else "done"
+    if run.kb is None and not run.tool_results and getattr(c.llm, "has_model", False):
+        # A general question (no KB routed, no tool): the model answers from general knowledge.
+        return Outcome("done", "general question: the model answers without sources")
     if not run.evidence and not run.tool_results:
         run.reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", search.reason)
         return Outcome("failed" if status == "failed" else "shortcut", search.reason or "no evidence", "C")
@@ -241,7 +244,7 @@ def _prompt(run: ChatRun) -> Outcome:
     run.prompt = assemble_prompt(
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
-        memory=run.memory,
+        memory=run.memory, general=run.kb is None,
     )
     p = run.prompt
     return Outcome("done", f"{p.mode} · {p.task} · temperature {p.temperature} · {p.chars} chars")

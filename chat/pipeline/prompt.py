@@ -17,7 +17,7 @@ from agentic_rag.llm import Message
 
 from .state import EvidenceItem, Turn
 
-Mode = Literal["KB", "TOOL", "HYBRID", "SYSTEM"]
+Mode = Literal["KB", "TOOL", "HYBRID", "SYSTEM", "GENERAL"]
 Task = Literal["qa", "code", "summary", "creative"]
 
 TEMPERATURES: dict[str, float] = {"qa": 0.1, "code": 0.2, "summary": 0.3, "creative": 0.7}
@@ -42,6 +42,8 @@ NO_CITE_RULES = "Do not add citation markers."
 
 SYSTEM_MODE_INSTRUCTION = """You are the assistant of a knowledge base. Answer the message directly and \
 briefly, in its language; it is a greeting, thanks or a question about you, not about the documents."""
+
+GENERAL_MODE_INSTRUCTION = """No knowledge base applies to this message. Answer it from general knowledge, briefly, in its language, and start by saying in one short sentence that the answer does not come from the user's documents."""
 
 
 @dataclass(frozen=True)
@@ -85,15 +87,17 @@ def assemble_prompt(
     cite: bool = True,
     temperature: float | None = None,
     memory: str = "",
+    general: bool = False,
 ) -> Prompt:
     """Build the messages for the generator; `original` is the user's words when rewritten.
 
     `memory` is the summary of older turns and recalled past exchanges, shown before history.
+    `general`: no knowledge base applies, so a model answers from general knowledge.
     """
-    mode = prompt_mode(evidence)
+    mode = "GENERAL" if general and not evidence else prompt_mode(evidence)
     task = detect_task(original or question)
-    rules = CITE_RULES if cite else NO_CITE_RULES
-    instruction = SYSTEM_MODE_INSTRUCTION if mode == "SYSTEM" else SYSTEM_INSTRUCTION
+    rules = CITE_RULES if cite and mode != "GENERAL" else NO_CITE_RULES
+    instruction = {"SYSTEM": SYSTEM_MODE_INSTRUCTION, "GENERAL": GENERAL_MODE_INSTRUCTION}.get(mode, SYSTEM_INSTRUCTION)
     system = f"<system_instruction>\n{instruction}\n</system_instruction>\n<output_rules>\n{rules}\n</output_rules>"
     parts = [f"<mode>{mode}</mode>", f"<memory>{escape(memory)}</memory>" if memory else "", _history_block(history)]
     parts += [_documents_block(evidence, "KB", "documents"), _documents_block(evidence, "TOOL", "tool_results")]

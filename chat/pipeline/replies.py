@@ -60,9 +60,13 @@ def no_evidence_reply(message: str, kb_name: str, reason: str) -> str:
     """Say that nothing answers the question, and why (shortcut C)."""
     language = language_of(message)
     if not kb_name:
+        # Offline there is no model to answer a general question, and nothing to quote.
         if language == "zh":
-            return "没有选择知识库，也没有可用的工具，所以我无法回答。请先选择一个知识库。"
-        return "No knowledge base is selected and no tool applies, so I have nothing to answer from. Pick a knowledge base first."
+            return ("这个问题不涉及你的任何知识库，也没有适用的工具；未配置大模型时回答只能摘自文档，"
+                    "所以无法离线回答。请选择一个知识库，或配置大模型（LLM_PROVIDERS）后再问。")
+        return ("This question is not about any of your knowledge bases and no tool applies. Without a "
+                "language model configured, answers can only be quoted from documents, so it cannot be "
+                "answered offline. Pick a knowledge base, or configure a model (LLM_PROVIDERS) and ask again.")
     if language == "zh":
         return f"在知识库「{kb_name}」中没有找到能回答这个问题的内容（{_reason_zh(reason)}）。"
     return f"I found nothing in the knowledge base \u201c{kb_name}\u201d that answers this ({reason or 'no match'})."

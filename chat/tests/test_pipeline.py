@@ -152,8 +152,22 @@ def test_it_says_so_when_the_kb_has_nothing_shortcut_c(kb, alice, extractive, ev
 def test_it_says_so_when_no_kb_is_selected_shortcut_c(alice, extractive, events):
     result = ask(alice, QUESTION, emit=events, llm=extractive, kb=None)
 
-    assert result.shortcut == "C" and result.route is None and "No knowledge base is selected" in result.answer
+    assert result.shortcut == "C" and result.route is None
+    assert "cannot be answered offline" in result.answer and "LLM_PROVIDERS" in result.answer
     assert events.one("route").data["method"] == "none"
+
+
+def test_with_a_model_a_general_question_gets_a_generated_answer_without_sources(alice, fake_server, events):
+    from agentic_rag.llm.testing import FakeReply
+    from chat.tests.conftest import model_router
+
+    fake_server.default = FakeReply(text="This is general knowledge, not from your documents: Paris.")
+    result = ask(alice, "What is the capital of France?", emit=events, llm=model_router(fake_server), kb=None)
+
+    assert result.shortcut != "C" and "Paris" in result.answer and not result.citations
+    prompt = fake_server.chat_requests[-1].messages
+    assert "<mode>GENERAL</mode>" in prompt[-1]["content"]
+    assert "does not come from the user's documents" in prompt[0]["content"]
 
 
 # --- degrade paths (seed 001 §10) ---------------------------------------------------------------
