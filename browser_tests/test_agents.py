@@ -1,5 +1,5 @@
-"""In a real browser: the agents from the selector — graph evidence, deep research rounds and a
-plan with its tasks, shown above the answer."""
+"""In a real browser: the agents from the selector — graph evidence, deep research rounds, a
+plan with its tasks and ReAct's steps, shown above the answer."""
 
 from __future__ import annotations
 
@@ -55,5 +55,12 @@ def test_the_agents_show_their_graph_evidence_rounds_and_plans(page: Page, tmp_p
     summary.click()
     expect(plan.locator("details.research li")).to_have_count(3)
     expect(plan.locator("details.research")).to_contain_text("done")
+
+    react = _ask(page, "react_agent", "Which broker does Celery use?")
+    summary = react.locator("details.research summary")
+    expect(summary).to_contain_text("ReAct: 2 steps")
+    summary.click()
+    expect(react.locator("details.research")).to_contain_text("vector_retrieve")
+    expect(react.locator(".answer")).to_contain_text("Redis")
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=str(screenshots / "agent-plan-390.png"), full_page=True)

@@ -124,7 +124,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         fold_agent_step(self.meta, {"type": event.type, **event.data})
         await self._send_meta()
 
-    chat_round = chat_plan = chat_task = chat_report = chat_thinking
+    chat_round = chat_plan = chat_task = chat_report = chat_step = chat_thinking
 
     async def chat_retrieval(self, event: PipelineEvent) -> None:
         self.evidence = evidence_items(event.data.get("evidence"))

@@ -158,6 +158,7 @@ class DeepResearchWorker:
         mode: str | None = None,  # its own: hybrid, or hybrid+graph when the KB has a graph
         on_event: OnEvent | None = None,
         llm: Any = None,
+        user: Any = None,  # who asks: only agents with memory use it
     ) -> dict[str, Any]:
         kb = KnowledgeBase.objects.get(slug=self.kb_slug)
         llm = llm if llm is not None else get_llm()

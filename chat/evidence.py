@@ -115,6 +115,8 @@ def fold_agent_step(meta: dict[str, Any], step: Mapping[str, Any]) -> dict[str, 
         meta.setdefault("tasks", {}).setdefault(str(data.get("task_id", "?")), {}).update(data)
     elif kind == "report":
         meta["report"] = data
+    elif kind == "step":
+        meta.setdefault("steps", []).append(data)
     return meta
 
 

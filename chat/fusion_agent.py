@@ -43,13 +43,14 @@ class FusionAgentWorker:
         mode: str | None = None,  # each member searches in its own mode
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         llm: Any = None,
+        user: Any = None,  # who asks: only agents with memory use it
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
         futures = {
             name: _POOL.submit(
                 factory(self.kb_slug).retrieve_with_trace, query, thread_id,
-                retriever=retriever, top_k=top_k, rerank=rerank, on_event=on_event, llm=llm,
+                retriever=retriever, top_k=top_k, rerank=rerank, on_event=on_event, llm=llm, user=user,
             )
             for name, factory in self.members.items()
         }

@@ -40,6 +40,7 @@ class GraphAgentWorker:
         mode: str | None = None,  # the worker's mode is its own: hybrid+graph
         on_event=None,  # one search: nothing to report
         llm: Any = None,
+        user: Any = None,  # who asks: only agents with memory use it
     ) -> dict[str, Any]:
         kb = KnowledgeBase.objects.get(slug=self.kb_slug)
         overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}

@@ -201,6 +201,7 @@ class PlanExecuteWorker:
         mode: str | None = None,  # each tool searches in its own mode
         on_event: OnEvent | None = None,
         llm: Any = None,
+        user: Any = None,  # who asks: only agents with memory use it
         task_timeout_s: float = TASK_TIMEOUT_S,
     ) -> dict[str, Any]:
         kb = KnowledgeBase.objects.get(slug=self.kb_slug)

@@ -25,6 +25,7 @@ from .deep_research import DeepResearchWorker
 from .fusion_agent import FusionAgentWorker
 from .graph_agent import GraphAgentWorker
 from .plan_execute import PlanExecuteWorker
+from .react_agent import ReactWorker
 from .routing_kb import AGENT_MODE, DEFAULT_AGENT, auto_agent, format_worker_name, parse_worker_name
 
 logger = logging.getLogger("chat.workers")
@@ -58,6 +59,7 @@ class RetrieveOnlyWorker:
         mode: str | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,  # one search: nothing to report
         llm: Any = None,
+        user: Any = None,  # who asks: only agents with memory use it
     ) -> dict[str, Any]:
         """Retrieve for `query`; thread_id is only logged (workers keep no session state)."""
         # Loaded per call: the pooled worker outlives any one version of the KB row.
@@ -83,6 +85,7 @@ WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "graph_agent": GraphAgentWorker,
     "deep_research_agent": DeepResearchWorker,
     "plan_execute_agent": PlanExecuteWorker,
+    "react_agent": ReactWorker,
     # Built when first asked for, so its members are this registry's own entries.
     "fusion_agent": lambda kb: FusionAgentWorker(kb, {name: WORKER_TYPES[name] for name in FUSION_MEMBERS}),
 }
@@ -148,7 +151,7 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagR
     chosen = agent_type
     if agent_type in ("", "auto"):
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
-    if chosen in ("deep_research_agent", "plan_execute_agent", "fusion_agent"):
+    if chosen in ("deep_research_agent", "plan_execute_agent", "react_agent", "fusion_agent"):
         # It decomposes and rephrases the question itself, in rounds: the rewrite's variants
         # would only repeat that work.
         queries = list(queries)[:1]

@@ -175,7 +175,7 @@ def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
     fanout = run_plan(
         plan, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
         top_k=options.top_k, rerank=options.enable_rerank, mode=mode,
-        on_event=_worker_events(run), llm=run.collaborators.llm,
+        on_event=_worker_events(run), llm=run.collaborators.llm, user=run.conversation.user,
     )
     search = stages.collect_search(fanout.results)
     search.warnings.extend(fanout.errors)

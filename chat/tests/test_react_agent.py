@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.react_agent import MAX_TOOL_CALLS, ReactWorker, is_simple
+from chat.tests.conftest import Events
+from graphrag.tests.test_build import ingest
+from knowledge.retrieval import RetrievalResult
+
+pytestmark = pytest.mark.django_db
+
+
+def steps_of(events):
+    return [data for kind, data in events if kind == "step"]
+
+
+def test_a_simple_question_takes_the_fast_path(kb):
+    ingest(kb)
+    events = []
+
+    output = ReactWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
+
+    assert is_simple("Which broker does Celery use?")
+    assert [s["action"] for s in steps_of(events)] == ["vector_retrieve", "grade"]
+    assert output["reference"][0].doc_name == "ops.md"
+    assert output["retrieval_results"][0].mode == "react"
+
+
+def test_thin_evidence_makes_it_rewrite_search_again_rerank_and_stop_within_the_cap(kb):
+    ingest(kb)
+    seen: list[str] = []
+
+    def retriever(query, kb, params):
+        seen.append(query)
+        return RetrievalResult(query=query, mode=params.mode)  # finds nothing
+
+    events = []
+    output = ReactWorker(kb.slug).retrieve_with_trace(
+        "How does Celery schedule work, and which broker does it use for quantum jobs?", retriever=retriever,
+        on_event=lambda k, d: events.append((k, d)),
+    )
+
+    actions = [s["action"] for s in steps_of(events)]
+    assert actions[:3] == ["vector_retrieve", "grade", "query_rewrite"]
+    assert actions.count("vector_retrieve") >= 2 and len(set(seen)) >= 2
+    assert actions[-1] == "finish" and len(actions) <= MAX_TOOL_CALLS + 1, actions
+    assert output["reference"] == []
+
+
+def test_a_model_that_repeats_itself_or_names_an_unknown_tool_is_stopped(kb, settings):
+    from agentic_rag.llm import reset_llm
+    from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+
+    ingest(kb)
+    with FakeOpenAIServer() as server:
+        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
+        settings.LLM_RETRY_MAX_ATTEMPTS = 1
+        reset_llm()
+        server.default = FakeReply(text=json.dumps({"thought": "look", "action": "vector_retrieve", "input": "Celery broker"}))
+        events = []
+        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
+        assert [s["action"] for s in steps_of(events)] == ["vector_retrieve", "vector_retrieve"]
+        assert steps_of(events)[-1]["observation"] == "repeated: stopped"
+        assert output["reference"] and any("already done" in w for w in output["retrieval_results"][0].warnings)
+
+        server.default = FakeReply(text=json.dumps({"thought": "hmm", "action": "launch_rockets", "input": "now"}))
+        events.clear()
+        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
+        assert any("unknown tool 'launch_rockets'" in w for w in output["retrieval_results"][0].warnings)
+
+        server.default = FakeReply(text="I refuse to answer in JSON")
+        events.clear()
+        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
+        assert steps_of(events)[0]["action"] == "vector_retrieve"  # the rules went on
+        assert any("no usable action" in w for w in output["retrieval_results"][0].warnings)
+    reset_llm()
+
+
+def test_the_chat_shows_each_step_and_cites_what_it_found(alice, kb, extractive):
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    ingest(kb)
+    events = Events()
+    run_chat(ChatRequest(alice, None, "Which broker does Celery use?", ChatOptions(kb_slug=kb.slug, agent_type="react_agent")),
+             emit=events, llm=extractive)
+
+    assert [e.data["action"] for e in events.of("step")] == ["vector_retrieve", "grade"]
+    final = events.one("final").data
+    assert "Redis" in final["response"] and final["citations"]
