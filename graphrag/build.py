@@ -11,6 +11,7 @@ Only the communities that hold an entity whose mentions changed are recomputed.
 
 from __future__ import annotations
 
+import re
 import resource
 import time
 from collections import Counter, defaultdict
@@ -194,7 +195,8 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
             touched |= set(Mention.objects.filter(document=document).values_list("entity_id", flat=True))
             Mention.objects.filter(document=document).delete()
             Relation.objects.filter(document=document).delete()
-            mentioned = _store(kb, document, extractions, links, index, ids)
+            texts = dict(chunk_rows.get(document.id, []))
+            mentioned = _store(kb, document, extractions, links, index, ids, texts)
             touched |= mentioned
             GraphDocument.objects.update_or_create(
                 document=document,
@@ -229,13 +231,17 @@ def _link_all(
     return links
 
 
-def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, int]) -> set[int]:
+def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, int], texts: dict[int, str]) -> set[int]:
     new_keys = list(dict.fromkeys(key for key, _ in links.values() if key not in ids))
     if new_keys:
         types = dict(links.values())
         vectors = name_vectors([index.names[k] for k in new_keys])
+        described = _first_sentences(extractions, links, texts, set(new_keys))
         created = Entity.objects.bulk_create(
-            Entity(kb=kb, key=key, name=index.names[key][:200], type=types[key], embedding=vector.astype(np.float32).tobytes())
+            Entity(
+                kb=kb, key=key, name=index.names[key][:200], type=types[key],
+                embedding=vector.astype(np.float32).tobytes(), description=described.get(key, ""),
+            )
             for key, vector in zip(new_keys, vectors, strict=True)
         )
         if any(e.pk is None for e in created):  # backends that do not return ids
@@ -277,6 +283,26 @@ def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, 
     )
     _add_aliases(aliases)
     return set(aliases)
+
+
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s|\n")
+
+
+def _first_sentences(extractions, links, texts: dict[int, str], keys: set[str]) -> dict[str, str]:
+    """Each new entity's description offline: the first sentence that names it (a model's
+    extraction keeps the same: a sentence of the document, never a generated one)."""
+    found: dict[str, str] = {}
+    for chunk_id, extraction in extractions:
+        text = texts.get(chunk_id, "")
+        for mention in extraction.mentions:
+            key = links[mention.key][0]
+            # Mention offsets count from their paragraph: find the name in the chunk instead.
+            at = text.find(mention.surface) if key in keys and key not in found else -1
+            if at >= 0:
+                start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, at)), default=0)
+                end = next((m.start() for m in _SENTENCE_END.finditer(text, at + 1)), len(text))
+                found[key] = " ".join(text[start:end].split()).strip(" #>*-|")[:300]
+    return found
 
 
 def _add_aliases(aliases: dict[int, set[str]]) -> None:

@@ -230,3 +230,12 @@ def test_a_known_term_keeps_its_own_spelling_whatever_the_text_wrote_first(kb):
     build_graph(kb)
 
     assert entity(kb, "graphrag").name == "GraphRAG"
+
+
+def test_a_new_entity_is_described_by_the_first_sentence_that_names_it(kb):
+    ingest(kb, {"ops.md": "# 1 Ops\n\nDocker runs Redis and Celery. Celery uses Redis as its broker.\n\n质量门控过滤弱证据。它在检索之后运行。"})
+
+    build_graph(kb)
+
+    assert entity(kb, "docker").description == "Docker runs Redis and Celery."
+    assert entity(kb, "质量门控").description == "质量门控过滤弱证据。"
