@@ -51,3 +51,24 @@ def test_the_fusion_probe_tries_each_fusion_without_rerank_and_at_each_depth():
     )
     assert [row.overrides.get("hybrid_rerank_depth") for row in hybrid] == [None, 10, 20] * 2
     assert [row.overrides["rerank"] for row in hybrid] == [False, True, True] * 2
+
+
+def test_two_part_questions_join_questions_of_different_passages(tmp_path):
+    from evaluation.probes.compound_questions import compound_set
+
+    def qa(i, answer):
+        return {"id": f"q{i}", "question": f"问题{i}？", "answers": [{"text": answer, "answer_start": 0}]}
+
+    squad = {"data": [
+        {"id": "A", "title": "甲", "paragraphs": [{"context": "甲的答案一。甲的答案二。", "qas": [qa(1, "答案一"), qa(2, "答案二")]}]},
+        {"id": "B", "title": "乙", "paragraphs": [{"context": "乙的答案三。乙的答案四。", "qas": [qa(3, "答案三"), qa(4, "答案四")]}]},
+    ]}
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
+    from evaluation.datasets import read_squad
+
+    golden = compound_set(read_squad(path), pairs=10, name="two")
+
+    assert [q["question"] for q in golden["questions"]] == ["问题1？问题3？", "问题2？问题4？"]
+    assert golden["questions"][0]["relevant"] == {"甲-1.txt": 2, "乙-1.txt": 2}
+    assert golden["questions"][0]["expected_keywords"] == ["答案一", "答案三"]
