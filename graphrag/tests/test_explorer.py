@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from graphrag import views
+from graphrag import explorer, forms
 from graphrag.models import Community, Entity, EntityType, GraphBuild, Mention, Relation
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase, Visibility
 
@@ -215,8 +215,8 @@ def test_it_links_a_batch_only_to_nodes_the_client_holds(alice_client, kb, ranke
 
 
 def test_it_caps_the_batch(alice_client, kb, ranked, monkeypatch):
-    monkeypatch.setattr(views, "BATCH", 7)
-    monkeypatch.setattr(views, "MAX_BATCH", 12)
+    monkeypatch.setattr(forms, "BATCH", 7)
+    monkeypatch.setattr(forms, "MAX_BATCH", 12)
 
     assert len(data(alice_client, kb)["nodes"]) == 7
     capped = data(alice_client, kb, limit=10_000)
@@ -259,7 +259,7 @@ def test_it_sends_one_link_per_pair_and_relation(alice_client, graph, kb):
 
 
 def test_it_sends_the_strongest_links_first_when_it_caps_them(alice_client, graph, kb, monkeypatch):
-    monkeypatch.setattr(views, "LINKS_PER_NODE", 1)  # three nodes: at most three of the four links
+    monkeypatch.setattr(explorer, "LINKS_PER_NODE", 1)  # three nodes: at most three of the four links
     more, _ = make_document(kb, "more.md", "GraphRAG depends on Redis, next to networkx.")
     relate(graph["graphrag"], graph["redis"], more, "depends_on")
     relate(graph["redis"], graph["networkx"], more, "co_occurs", weight=Relation.CO_OCCURRENCE)

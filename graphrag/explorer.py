@@ -1,0 +1,159 @@
+"""The explorer's reads: batches of nodes with their links, search, a node's detail, filters.
+
+The canvas never receives the whole graph: a batch holds the most mentioned entities after
+the previous one, with the links among what the browser holds after it, so a KB of thousands
+of entities opens as fast as a small one and grows on "Show more". Every function runs a
+fixed number of queries, whatever the graph's size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, F, Max, Q, QuerySet
+
+from knowledge.models import KnowledgeBase
+
+from .models import Entity, EntityType, Mention, Relation
+
+BATCH = 500  # nodes per data.json answer unless asked for fewer
+LINKS_PER_NODE = 8  # a batch of n nodes sends at most 8n links, strongest first
+SEARCH_RESULTS = 20
+MENTIONS_SHOWN = 20
+NEIGHBOURS_SHOWN = 30
+RELATIONS_LISTED = 40
+
+
+
+@dataclass(frozen=True)
+class GraphQuery:
+    offset: int = 0
+    limit: int = BATCH
+    types: tuple[str, ...] = ()
+    relations: tuple[str, ...] = ()
+    text: str = ""
+
+
+def graph_batch(kb: KnowledgeBase, query: GraphQuery) -> dict:
+    """Return one batch of nodes, ranked by mentions, and the links the client can now draw."""
+    entities = _filtered_entities(kb, query)
+    total = entities.count()
+    end = query.offset + query.limit
+    rows = entities.values("id", "name", "type", "mention_count", "community_id")[query.offset : end]
+    nodes = [
+        {"id": r["id"], "name": r["name"], "type": r["type"], "mentions": r["mention_count"],
+         "community": r["community_id"]}
+        for r in rows
+    ]
+    # Both ends ranked before the end of this batch: the client has loaded the earlier ones.
+    known = entities.values("pk")[:end]
+    links = _links(kb, [node["id"] for node in nodes], known, query)
+    next_offset = query.offset + len(nodes)
+    return {
+        "nodes": nodes, "links": links, "total": total,
+        "next_offset": next_offset if nodes and next_offset < total else None,
+    }
+
+
+def _filtered_entities(kb: KnowledgeBase, query: GraphQuery) -> QuerySet[Entity]:
+    entities = _matching(Entity.objects.filter(kb=kb), query.text)
+    if query.types:
+        entities = entities.filter(type__in=query.types)
+    if query.relations:
+        related = Relation.objects.filter(kb=kb, relation__in=query.relations)
+        entities = entities.filter(
+            Q(pk__in=related.values("source_id")) | Q(pk__in=related.values("target_id"))
+        )
+    # The pk breaks ties, so batches never overlap or skip an entity.
+    return entities.order_by("-mention_count", "name", "pk")
+
+
+def _matching(entities: QuerySet[Entity], text: str) -> QuerySet[Entity]:
+    if not text:
+        return entities
+    return entities.filter(
+        Q(name__icontains=text) | Q(key__icontains=text) | Q(aliases__icontains=text)
+    )
+
+
+def _links(kb: KnowledgeBase, batch: list[int], known: QuerySet, query: GraphQuery) -> list[dict]:
+    if not batch:
+        return []
+    relations = Relation.objects.filter(kb=kb).filter(
+        Q(source_id__in=batch, target_id__in=known) | Q(target_id__in=batch, source_id__in=known)
+    )
+    if query.relations:
+        relations = relations.filter(relation__in=query.relations)
+    # One link per pair and relation name, however many documents state it.
+    rows = (
+        relations.values("source_id", "target_id", "relation")
+        .annotate(weight=Max("weight"), evidence=Count("id"))
+        .order_by("-weight", "-evidence", "source_id", "target_id")[: len(batch) * LINKS_PER_NODE]
+    )
+    return [
+        {"source": r["source_id"], "target": r["target_id"], "relation": r["relation"], "weight": r["weight"]}
+        for r in rows
+    ]
+
+
+def search_entities(kb: KnowledgeBase, text: str) -> list[Entity]:
+    if not text:
+        return []
+    entities = _matching(Entity.objects.filter(kb=kb), text)
+    return list(entities.only("id", "name", "type", "mention_count")[:SEARCH_RESULTS])
+
+
+def page_context(kb: KnowledgeBase) -> dict:
+    type_counts = dict(
+        Entity.objects.filter(kb=kb).values_list("type").annotate(n=Count("id")).order_by()
+    )
+    relations = (
+        Relation.objects.filter(kb=kb).values("relation")
+        .annotate(n=Count("id"), weight=Max("weight")).order_by("-n", "relation")[:RELATIONS_LISTED]
+    )
+    return {
+        "types": [(value, label, type_counts.get(value, 0)) for value, label in EntityType.choices],
+        "relations": list(relations),
+        "entity_total": sum(type_counts.values()),
+        "build": kb.graph_builds.first(),
+        "batch": BATCH,
+    }
+
+
+def entity_context(entity: Entity) -> dict:
+    mentions = (
+        Mention.objects.filter(entity=entity)
+        .select_related("document", "chunk")
+        .only(
+            "surface", "count", "document__name",
+            "chunk__text", "chunk__index", "chunk__section_title", "chunk__document_id",
+        )
+        .order_by("-count", "document__name", "chunk__index")
+    )
+    return {
+        "entity": entity,
+        "mentions": mentions[:MENTIONS_SHOWN],
+        "mention_chunks": mentions.count(),
+        "neighbours": _neighbours(entity),
+    }
+
+
+def _neighbours(entity: Entity) -> list[dict]:
+    """Return the entity's strongest neighbours, each with the relation that joins them."""
+    relations = Relation.objects.filter(kb_id=entity.kb_id)
+    outgoing = relations.filter(source=entity).exclude(target=entity).values(
+        "relation", other_id=F("target_id"), other_name=F("target__name"), other_type=F("target__type")
+    )
+    incoming = relations.filter(target=entity).exclude(source=entity).values(
+        "relation", other_id=F("source_id"), other_name=F("source__name"), other_type=F("source__type")
+    )
+    neighbours = []
+    for direction, rows in (("out", outgoing), ("in", incoming)):
+        strongest = rows.annotate(weight=Max("weight"), evidence=Count("id"))
+        strongest = strongest.order_by("-weight", "-evidence", "other_name")[:NEIGHBOURS_SHOWN]
+        neighbours += [
+            {**row, "direction": direction, "is_explicit": row["weight"] >= Relation.EXPLICIT}
+            for row in strongest
+        ]
+    neighbours.sort(key=lambda row: (-row["weight"], -row["evidence"], row["other_name"]))
+    return neighbours[:NEIGHBOURS_SHOWN]
