@@ -4,6 +4,12 @@ from django.contrib import admin
 
 from .models import ApiToken
 
+# Staff reach the admin from the top bar; it carries the product's name, not Django's.
+admin.site.site_header = "Agentic RAG administration"
+admin.site.site_title = "Agentic RAG admin"
+admin.site.index_title = "Documents, traces, graphs and evaluation"
+admin.site.site_url = "/"
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):

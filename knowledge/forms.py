@@ -20,12 +20,16 @@ class KnowledgeBaseCreateForm(forms.ModelForm):
     class Meta:
         model = KnowledgeBase
         fields = ["name", "slug", "description", "visibility"]
-        labels = {"slug": "Prefix (kb_prefix)"}
+        labels = {"slug": "Short name"}
         help_texts = {
-            "slug": "Lower-case letters, digits and hyphens; used in URLs and the CLI. "
-            "It cannot be changed later."
+            "slug": "Lower-case letters, digits and hyphens, filled in from the name; used in URLs, "
+            "the API and the command line. It cannot be changed later."
         }
-        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            # app.js fills it from the name until the user types one of their own.
+            "slug": forms.TextInput(attrs={"data-slug-from": "id_name"}),
+        }
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]

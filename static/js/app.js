@@ -26,6 +26,22 @@
     }
   });
 
+  // A new knowledge base's short name follows its name ("Ops handbook" → "ops-handbook")
+  // until the user edits the short name itself.
+  document.addEventListener("input", function (event) {
+    var source = event.target;
+    if (!(source instanceof HTMLInputElement)) return;
+    if (source.dataset.slugFrom !== undefined) {
+      source.dataset.slugEdited = source.value ? "true" : "";
+      return;
+    }
+    var slug = document.querySelector('[data-slug-from="' + source.id + '"]');
+    if (!slug || slug.dataset.slugEdited) return;
+    slug.value = source.value
+      .normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
+      .toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 64);
+  });
+
   function dropzoneOf(event) {
     return event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
   }
