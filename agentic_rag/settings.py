@@ -44,6 +44,19 @@ DEBUG = envbool("DEBUG", "true")
 SECRET_KEY = os.getenv("SECRET_KEY", "insecure-local-development-key-change-me")
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+# HTTPS=true when the site is served over TLS (behind nginx, which sets X-Forwarded-Proto):
+# secure cookies, HTTPS redirects and HSTS. Off by default: `make run` serves plain HTTP on
+# 127.0.0.1, where secure cookies would never be sent back.
+HTTPS = envbool("HTTPS", "false")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = int(os.getenv("SECURE_HSTS_SECONDS", "31536000")) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+# Asking browsers to preload HSTS commits the domain and every subdomain to HTTPS for months:
+# the operator opts in (HSTS_PRELOAD=true); until then the check that suggests it is silenced.
+SECURE_HSTS_PRELOAD = HTTPS and envbool("HSTS_PRELOAD", "false")
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
     "daphne",
