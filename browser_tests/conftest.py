@@ -89,8 +89,14 @@ def page(browser, server):
     context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
+    # Every page runs under the app's Content-Security-Policy: a blocked script, style or
+    # connection is a bug the test must show.
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text)
+            if "Content Security Policy" in message.text or "Content-Security-Policy" in message.text else None)
     yield page
     context.close()
+    assert not violations, violations
 
 
 @pytest.fixture(scope="session")

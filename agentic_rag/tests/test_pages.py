@@ -42,3 +42,10 @@ def test_the_new_kb_form_speaks_plainly(alice_client):
     page = alice_client.get("/kb/new/").content.decode()
 
     assert "kb_prefix" not in page and "Short name" in page and 'data-slug-from="id_name"' in page
+
+
+def test_every_response_carries_a_policy_that_runs_only_our_own_scripts(alice_client, client):
+    for response in (alice_client.get("/kb/"), client.get("/login/")):
+        policy = response.get("Content-Security-Policy", "")
+        assert "script-src 'self'" in policy and "'unsafe-eval'" not in policy and "'unsafe-inline'" not in policy.split("style-src")[0]
+        assert "frame-ancestors 'none'" in policy

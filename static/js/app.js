@@ -42,6 +42,13 @@
       .toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 64);
   });
 
+  // A form marked data-reset-after-request empties itself once htmx has sent it (the upload
+  // form: its files are on their way). Done here because the CSP forbids hx-on's eval.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.target;
+    if (form instanceof HTMLFormElement && form.hasAttribute("data-reset-after-request")) form.reset();
+  });
+
   function dropzoneOf(event) {
     return event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
   }
