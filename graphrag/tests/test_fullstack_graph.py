@@ -9,8 +9,8 @@ from graphrag.models import Entity, GraphBuild
 from graphrag.tasks import build_knowledge_graph
 from knowledge.tests.test_fullstack import (
     FULL_STACK,
+    WORKER_START_TIMEOUT,
     CeleryWorker,
-    celery_worker,  # noqa: F401 (a fixture)
     database_url,
     poll,
     submit,
@@ -25,18 +25,41 @@ pytestmark = [
 TEXT = b"# 1 Ops\n\nCelery uses Redis as its broker. Docker runs Redis and Celery.\n\n# 2 Graph\n\nLightRAG extends GraphRAG."
 
 
-@pytest.fixture(scope="module")
-def second_worker(celery_worker, django_db_setup):  # noqa: F811
-    worker = CeleryWorker(database_url(connection.settings_dict))
+def _worker(request):
+    worker = CeleryWorker(database_url(connection.settings_dict), build_graphs=True)
+    failed_before = request.session.testsfailed
     try:
-        worker.wait_until_ready(90)
+        worker.wait_until_ready(WORKER_START_TIMEOUT)
         yield worker
     finally:
+        if request.session.testsfailed > failed_before:
+            print(worker.report(200))
         worker.stop()
 
 
+@pytest.fixture(scope="module")
+def celery_worker(request, django_db_setup):
+    """A worker that builds graphs after ingestion (the knowledge tests' worker does not)."""
+    yield from _worker(request)
+
+
+@pytest.fixture(scope="module")
+def second_worker(request, celery_worker, django_db_setup):
+    yield from _worker(request)
+
+
+@pytest.fixture(autouse=True)
+def _workers_idle_after_each_test(request, _django_db_helper):
+    # A build still writing when the test ends would deadlock the flush of the test database;
+    # depending on the database fixture makes this wait run before its flush.
+    yield
+    for name in ("celery_worker", "second_worker"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).wait_until_idle()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_builds_the_graph_after_it_ingests(settings, kb, celery_worker):  # noqa: F811
+def test_a_worker_builds_the_graph_after_it_ingests(settings, kb, celery_worker):
     settings.BACKGROUND_TASKS = "celery"
 
     document = wait_until_finished(submit(kb, "ops.md", TEXT).pk, celery_worker)
@@ -50,7 +73,7 @@ def test_a_worker_builds_the_graph_after_it_ingests(settings, kb, celery_worker)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_workers_never_build_one_kb_at_the_same_time(settings, kb, celery_worker, second_worker):  # noqa: F811
+def test_two_workers_never_build_one_kb_at_the_same_time(settings, kb, celery_worker, second_worker):
     settings.BACKGROUND_TASKS = "celery"
     for name in ("a.md", "b.md", "c.md"):  # each ingestion also asks the workers for a build
         wait_until_finished(submit(kb, name, TEXT.replace(b"Ops", name.encode())).pk, celery_worker)

@@ -72,7 +72,7 @@ def database_url(db: dict) -> str:
 class CeleryWorker:
     """A `celery worker` subprocess consuming the default, ingestion and graph queues."""
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, *, build_graphs: bool = False) -> None:
         self.name = f"fullstack-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = Path(tempfile.mkstemp(prefix="celery-worker-", suffix=".log")[1])
         env = {
@@ -84,6 +84,9 @@ class CeleryWorker:
             # The fast embedder only: the e5 upgrade takes minutes and is tested elsewhere.
             "EMBEDDER": "hashing-1024",
             "EMBEDDER_UPGRADE": "",
+            # Graph builds after ingestion only where a test waits for them: one still writing
+            # when a test ends would deadlock the flush of the test database.
+            "GRAPH_BUILD_AFTER_INGESTION": "1" if build_graphs else "0",
             # Graph builds start as soon as ingestion ends, so tests need not wait out a debounce.
             "GRAPH_BUILD_DEBOUNCE_S": "0",
             # A build that finds another one running retries once this lock could have lapsed.
@@ -105,6 +108,19 @@ class CeleryWorker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+
+    def wait_until_idle(self, timeout: float = 60.0) -> None:
+        """Return once the worker has no task running, reserved or scheduled."""
+        from agentic_rag.celery import app
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            inspect = app.control.inspect(destination=[self.name], timeout=1.0)
+            busy = [inspect.active(), inspect.reserved(), inspect.scheduled()]
+            if all(not (reply or {}).get(self.name) for reply in busy):
+                return
+            time.sleep(0.3)
+        pytest.fail(f"the Celery worker was still busy after {timeout:.0f} s{self.report()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
