@@ -11,12 +11,16 @@ from .headings import markup_heading
 from .text import text_blocks
 
 _DOCX_HEADING_STYLE = re.compile(r"^(?:heading|标题)\s*(\d)$", re.IGNORECASE)
+# A .docx is a zip: refuse one whose parts would expand past this (a zip bomb) before reading
+# any of them. zipfile never reads a member past its declared size, so the sum is a bound.
+MAX_EXPANDED_BYTES = 200 * 1024 * 1024
 _DOCX_TITLE_STYLES = frozenset({"title", "标题"})
 
 
 def read_docx(data: bytes) -> list[Block]:
     if not zipfile.is_zipfile(io.BytesIO(data)):
         raise ParseError("not a valid .docx (not a zip archive)")
+    _check_expanded_size(data)
     import docx
 
     try:
@@ -31,6 +35,17 @@ def read_docx(data: bytes) -> list[Block]:
         return blocks
     # Without heading styles, fall back to numbered lines as in plain text.
     return text_blocks(line for block in blocks for line in (*block.splitlines(), ""))
+
+
+def _check_expanded_size(data: bytes) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ParseError("not a valid .docx (the zip archive is damaged)") from error
+    if expanded > MAX_EXPANDED_BYTES:
+        limit_mb = MAX_EXPANDED_BYTES // (1024 * 1024)
+        raise ParseError(f"the .docx would expand to {expanded / 2**20:,.0f} MB, over the limit of {limit_mb} MB")
 
 
 def _docx_block(item) -> Block | None:

@@ -12,12 +12,21 @@ _PAGE_NUMBER = re.compile(
     r"^\s*(?:[-–—]\s*\d{1,4}\s*[-–—]|\d{1,4}|第\s*\d+\s*页.*|\d+\s*/\s*\d+)\s*$"
 )
 _PARAGRAPH_END = tuple("。！？!?；:：")
+# Reading text takes time per page: a PDF longer than this is refused before any is read.
+MAX_PAGES = 2000
 
 
 def read_pdf(data: bytes) -> list[Block]:
     if b"%PDF" not in data[:1024]:
         raise ParseError("not a valid PDF (no %PDF header)")
-    pages = _pdf_page_texts(_open_pdf(data))
+    reader = _open_pdf(data)
+    try:
+        count = len(reader.pages)
+    except Exception as error:  # same reason as in _open_pdf
+        raise ParseError("not a valid PDF (its page list is damaged)") from error
+    if count > MAX_PAGES:
+        raise ParseError(f"the PDF has {count:,} pages, over the limit of {MAX_PAGES:,}; split it")
+    pages = _pdf_page_texts(reader)
     if not "".join(pages).strip():
         raise ParseError("the PDF has no extractable text (scanned images?)")
     lines = [line for page in pages for line in page.splitlines() if not _PAGE_NUMBER.match(line)]
