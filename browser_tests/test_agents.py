@@ -7,6 +7,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
+from .test_answers import _ask as ask
 from .test_playground import upload_and_wait
 from .test_upload import create_kb, log_in
 
@@ -16,12 +17,7 @@ GRAPH = "# 1 Graph\n\nLightRAG extends GraphRAG. GraphRAG depends on networkx fo
 
 def _ask(page: Page, agent: str, question: str):
     page.select_option("select[name=agent_type]", agent)
-    page.fill("#chat-message", question)
-    page.press("#chat-message", "Enter")
-    expect(page.locator(".msg-user").last).to_have_text(question)
-    answer = page.locator(".msg-assistant").last
-    expect(answer.locator(".msg-actions")).to_be_visible()
-    return answer
+    return ask(page, question)
 
 
 def test_the_agents_show_their_graph_evidence_rounds_and_plans(page: Page, tmp_path, screenshots):

@@ -8,7 +8,6 @@ A member that fails or times out is reported as a warning; the others' evidence 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -18,6 +17,8 @@ from django.conf import settings
 
 from knowledge.candidates import Candidate
 from knowledge.retrieval import RetrievalResult
+
+from .agent_support import combined_result, worker_output
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +73,8 @@ class FusionAgentWorker:
         references = merge_by_rank(found)[:limit]
         if on_event:
             on_event("thinking", {"text": "fused " + ", ".join(f"{n} ({len(r)})" for n, r in found.items())})
-        merged = _merged(query, results, references, warnings)
-        return {
-            "context": "\n\n".join(c.text for c in references),
-            "retrieval_results": [merged],
-            "reference": references,
-        }
+        parts = [part for result in results for part in result.parts]
+        return worker_output(combined_result(query, "fusion", results, references, warnings=warnings, parts=parts))
 
 
 def merge_by_rank(found: Mapping[str, list[Candidate]]) -> list[Candidate]:
@@ -89,18 +86,3 @@ def merge_by_rank(found: Mapping[str, list[Candidate]]) -> list[Candidate]:
             scores[candidate.chunk_id] = scores.get(candidate.chunk_id, 0.0) + 1.0 / (RRF_K + rank)
             first.setdefault(candidate.chunk_id, candidate)
     return [first[c] for c in sorted(scores, key=lambda c: -scores[c])]
-
-
-def _merged(query: str, results: list[RetrievalResult], references: list[Candidate], warnings: list[str]) -> RetrievalResult:
-    timings: dict[str, float] = {}
-    for result in results:
-        for stage, ms in result.timings_ms.items():
-            timings[stage] = round(timings.get(stage, 0.0) + ms, 3)
-    return dataclasses.replace(
-        RetrievalResult(query=query, mode="fusion"),
-        candidates=list(references),
-        timings_ms=timings,
-        warnings=[w for r in results for w in r.warnings] + warnings,
-        reason="" if references else "nothing in the knowledge base matches the question",
-        parts=[part for result in results for part in result.parts],
-    )

@@ -16,9 +16,10 @@ from typing import Any
 from graphrag.search import GraphFact, global_search, graph_index, local_search, path_search
 from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
-from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
+from knowledge.retrieval import RetrievalResult, retrieve
 from knowledge.search import get_backend
 
+from .agent_support import search_params, worker_output
 from .routing_kb import graph_question
 
 GRAPH_ITEMS = 3  # graph evidence ahead of the chunks; the rest of top_k stays retrieval's
@@ -43,21 +44,14 @@ class GraphAgentWorker:
         user: Any = None,  # who asks: only agents with memory use it
     ) -> dict[str, Any]:
         kb = KnowledgeBase.objects.get(slug=self.kb_slug)
-        overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}
-        params = params_for_kb(kb, **{**overrides, "mode": "hybrid+graph"})
+        params = search_params(kb, "hybrid+graph", top_k=top_k, rerank=rerank)
         result = (retriever or retrieve)(query, kb, params)
         if graph_index(kb) is None:
             result.warnings.append("this knowledge base has no graph yet: answered from hybrid search")
             graph_items: list[Candidate] = []
         else:
             graph_items = graph_evidence(kb, query, graph_question(query) or "local")
-        result = with_graph_evidence(result, graph_items, limit=params.top_k)
-        references = result.references
-        return {
-            "context": "\n\n".join(candidate.text for candidate in references),
-            "retrieval_results": [result],
-            "reference": references,
-        }
+        return worker_output(with_graph_evidence(result, graph_items, limit=params.top_k))
 
 
 def graph_evidence(kb: KnowledgeBase, query: str, kind: str) -> list[Candidate]:

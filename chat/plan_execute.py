@@ -24,15 +24,14 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentic_rag.llm import CompletionOptions, LLMError, Message, get_llm
-from agentic_rag.llm.extractive import model_json
-from graphrag.search import graph_index
+from agentic_rag.llm import get_llm
 from knowledge.analysis import analyze
 from knowledge.candidates import Candidate
 from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
-from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
+from knowledge.retrieval import RetrievalResult, retrieve
 
+from .agent_support import ask_model, combined_result, graph_mode, search_params, worker_output
 from .deep_research import SubQuestion, interleave, rule_decompose
 from .pipeline.stages import evidence_coverage
 
@@ -124,22 +123,16 @@ def rule_plan(question: str) -> PlanSpec:
 
 def model_plan(question: str, llm: Any) -> PlanSpec | None:
     """The model's plan, reviewed; None when no model answered a usable one."""
-    if not getattr(llm, "has_model", False):
-        return None
-    try:
-        reply = model_json(
-            llm,
-            [Message("system", "Plan the searches that answer the user's question over a knowledge base. "
-                               f"Tools: {', '.join(TOOLS)}. At most {MAX_TASKS} tasks; a task may depend on others."),
-             Message("user", question)],
-            CompletionOptions(temperature=0.0, max_tokens=500, timeout_s=10),
-            '{"question_type": "' + "|".join(QUESTION_TYPES) + '", "tasks": [{"task_id": str, "tool": str, '
-            '"query": str, "priority": int, "depends_on": [str]}]}',
-            field="tasks",
-        )
-    except (LLMError, ValueError, TypeError, AttributeError):
-        return None
-    tasks = reply.get("tasks")
+    reply = ask_model(
+        llm,
+        "Plan the searches that answer the user's question over a knowledge base. "
+        f"Tools: {', '.join(TOOLS)}. At most {MAX_TASKS} tasks; a task may depend on others.",
+        question,
+        '{"question_type": "' + "|".join(QUESTION_TYPES) + '", "tasks": [{"task_id": str, "tool": str, '
+        '"query": str, "priority": int, "depends_on": [str]}]}',
+        field="tasks", max_tokens=500,
+    )
+    tasks = reply.get("tasks") if reply else None
     if not isinstance(tasks, list):
         return None
     parsed = []
@@ -148,13 +141,17 @@ def model_plan(question: str, llm: Any) -> PlanSpec | None:
             depends = item.get("depends_on") if isinstance(item.get("depends_on"), list) else []
             parsed.append(Task(
                 str(item.get("task_id") or f"t{len(parsed) + 1}"), str(item.get("tool") or "kb_search"),
-                item["query"].strip(), int(item.get("priority") or 1) if str(item.get("priority", "1")).isdigit() else 1,
+                item["query"].strip(), _priority(item.get("priority")),
                 tuple(str(d) for d in depends),
             ))
     if not parsed:
         return None
     kind = reply.get("question_type") if reply.get("question_type") in QUESTION_TYPES else question_type(question)
     return review(PlanSpec(uuid.uuid4().hex[:8], kind, tuple(parsed), planner="model"))
+
+
+def _priority(value: Any) -> int:
+    return int(value) if str(value).isdigit() and int(value) > 0 else 1
 
 
 def review(plan: PlanSpec) -> PlanSpec:
@@ -209,21 +206,18 @@ class PlanExecuteWorker:
         emit = on_event or (lambda kind, data: None)
         plan = model_plan(query, llm) or rule_plan(query)
         emit("plan", plan.as_event())
-        overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}
         tools = {
-            "kb_search": params_for_kb(kb, **{**overrides, "mode": "hybrid"}),
-            "graph_search": params_for_kb(kb, **{**overrides, "mode": "hybrid+graph" if graph_index(kb) else "hybrid"}),
+            "kb_search": search_params(kb, "hybrid", top_k=top_k, rerank=rerank),
+            "graph_search": search_params(kb, graph_mode(kb), top_k=top_k, rerank=rerank),
         }
         runs = execute(plan, lambda task: (retriever or retrieve)(task.query, kb, tools[task.tool]),
                        emit=emit, timeout_s=task_timeout_s)
         references, warnings = report(query, plan, runs, limit=tools["kb_search"].top_k)
         emit("report", {"warnings": warnings, "references": len(references)})
-        merged = _merged(query, runs, references, warnings)
-        return {
-            "context": "\n\n".join(c.text for c in references),
-            "retrieval_results": [merged],
-            "reference": references,
-        }
+        searches = [run.result for run in runs if run.result is not None]
+        return worker_output(combined_result(
+            query, "plan_execute", searches, references, warnings=warnings, parts=[run.task.query for run in runs]
+        ))
 
 
 def execute(plan: PlanSpec, search: Callable[[Task], RetrievalResult], *, emit: OnEvent, timeout_s: float) -> list[TaskRun]:
@@ -270,11 +264,11 @@ def report(question: str, plan: PlanSpec, runs: list[TaskRun], *, limit: int) ->
             warnings.append(f"task {run.task.task_id} ({run.task.query}) found no evidence")
     parts = [SubQuestion(r.task.query, evidence=r.evidence) for r in runs if r.evidence]
     references = interleave(parts, limit=limit)
-    coverage = evidence_coverage(question, references, tokenize=analyze, expand=expand_query) if references else 0.0
     whole = set(analyze(question))
     held = set(analyze(" ".join(c.text for c in references)))
     if references and whole and len(whole & held) / len(whole) < 0.5:
-        warnings.append(f"the evidence holds {len(whole & held)} of the question's {len(whole)} terms (best passage {coverage:.0%})")
+        best = evidence_coverage(question, references, tokenize=analyze, expand=expand_query)
+        warnings.append(f"the evidence holds {len(whole & held)} of the question's {len(whole)} terms (best passage {best:.0%})")
     warnings.extend(contradictions(references, whole))
     return references, warnings
 
@@ -292,17 +286,3 @@ def contradictions(references: list[Candidate], terms: set[str]) -> list[str]:
         for term, values in seen.items()
         if len(values) > 1 and len(set(values.values())) > 1
     ]
-
-
-def _merged(query: str, runs: list[TaskRun], references: list[Candidate], warnings: list[str]) -> RetrievalResult:
-    timings: dict[str, float] = {}
-    for run in runs:
-        for stage, ms in (run.result.timings_ms if run.result else {}).items():
-            timings[stage] = round(timings.get(stage, 0.0) + ms, 3)
-    return dataclasses.replace(
-        RetrievalResult(query=query, mode="plan_execute"),
-        candidates=list(references), timings_ms=timings, warnings=warnings,
-        reason="" if references else "nothing in the knowledge base matches the question",
-        parts=[run.task.query for run in runs],
-    )
-

@@ -19,8 +19,9 @@ from django.conf import settings
 
 from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
-from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
+from knowledge.retrieval import RetrievalResult, retrieve
 
+from .agent_support import search_params, worker_output
 from .deep_research import DeepResearchWorker
 from .fusion_agent import FusionAgentWorker
 from .graph_agent import GraphAgentWorker
@@ -64,16 +65,9 @@ class RetrieveOnlyWorker:
         """Retrieve for `query`; thread_id is only logged (workers keep no session state)."""
         # Loaded per call: the pooled worker outlives any one version of the KB row.
         kb = KnowledgeBase.objects.get(slug=self.kb_slug)
-        overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}
-        params = params_for_kb(kb, mode=mode or self.search_mode, **overrides)
+        params = search_params(kb, mode or self.search_mode, top_k=top_k, rerank=rerank)
         logger.debug("worker %s:%s thread=%s", self.kb_slug, self.search_mode, thread_id)
-        result = (retriever or retrieve)(query, kb, params)
-        references = result.references
-        return {
-            "context": "\n\n".join(candidate.text for candidate in references),
-            "retrieval_results": [result],
-            "reference": references,
-        }
+        return worker_output((retriever or retrieve)(query, kb, params))
 
 
 FUSION_MEMBERS = ("hybrid_agent", "graph_agent", "deep_research_agent")

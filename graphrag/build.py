@@ -30,7 +30,7 @@ from .communities import CommunityParams, recompute
 from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
 from .extraction import Extraction, TermDictionary, dictionary_for, extract
 from .llm_extraction import estimate_tokens
-from .models import Entity, GraphBuild, GraphDocument, Mention, Relation
+from .models import Community, Entity, GraphBuild, GraphDocument, Mention, Relation
 
 Extractor = Callable[[str, TermDictionary], Extraction]
 Progress = Callable[[int, str], None]
@@ -67,9 +67,13 @@ def documents_to_read(kb: KnowledgeBase, *, full: bool, extractor_name: str) -> 
     live = list(Document.objects.filter(kb=kb, live_version__gt=0).exclude(status=DocumentStatus.FAILED).order_by("id"))
     if full:
         return live
-    known = dict(GraphDocument.objects.filter(kb=kb).values_list("document_id", "fingerprint"))
-    extractors = dict(GraphDocument.objects.filter(kb=kb).values_list("document_id", "extractor"))
-    return [d for d in live if known.get(d.id) != fingerprint(d) or extractors.get(d.id) != extractor_name]
+    known = {
+        document_id: (stored, extractor)
+        for document_id, stored, extractor in GraphDocument.objects.filter(kb=kb).values_list(
+            "document_id", "fingerprint", "extractor"
+        )
+    }
+    return [d for d in live if known.get(d.id) != (fingerprint(d), extractor_name)]
 
 
 def kb_dictionary(kb: KnowledgeBase) -> TermDictionary:
@@ -137,18 +141,10 @@ def _ms(since: float) -> float:
 def _count(kb: KnowledgeBase, report: BuildReport) -> None:
     report.entities = Entity.objects.filter(kb=kb).count()
     report.relations = Relation.objects.filter(kb=kb).count()
-    report.communities = _communities(kb)
-
-
-def _communities(kb: KnowledgeBase) -> int:
-    from .models import Community
-
-    return Community.objects.filter(kb=kb).count()
+    report.communities = Community.objects.filter(kb=kb).count()
 
 
 def _clear(kb: KnowledgeBase) -> None:
-    from .models import Community
-
     with transaction.atomic():
         Community.objects.filter(kb=kb).delete()
         Entity.objects.filter(kb=kb).delete()  # mentions and relations cascade

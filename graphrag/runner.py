@@ -18,7 +18,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from agentic_rag.background import notify_group
-from agentic_rag.llm import CompletionOptions, LLMError, Message, get_llm
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider, LLMError, Message, get_llm
 from knowledge.models import KnowledgeBase
 from knowledge.progress import kb_group_name
 
@@ -136,7 +136,7 @@ def summariser(llm) -> Callable[[str, list[str]], str]:
             )
         except LLMError:
             return ""
-        return "" if completion.provider == "extractive" else completion.text.strip()
+        return "" if completion.provider == ExtractiveProvider.name else completion.text.strip()
 
     return summarise
 

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from chat.deep_research import MAX_ROUNDS, DeepResearchWorker, rule_decompose
-from chat.tests.conftest import Events
+from chat.tests.conftest import Events, model_router
 from chat.workers import AGENT_TYPES, plan_for
 from graphrag.build import build_graph
-from graphrag.tests.test_build import DOCS, ingest
+from graphrag.tests.test_build import ingest
 from knowledge.retrieval import RetrievalResult
 
 # The rounds search side by side in threads, which see only committed rows.
@@ -67,25 +67,19 @@ def test_an_unanswerable_part_gets_follow_ups_and_stops_after_three_rounds(kb):
     assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)
 
 
-def test_with_a_model_the_model_decomposes_and_bad_json_falls_back_to_the_rules(kb, settings):
-    from agentic_rag.llm import reset_llm
-    from agentic_rag.llm.testing import FakeOpenAIServer
-
+def test_with_a_model_the_model_decomposes_and_bad_json_falls_back_to_the_rules(kb, fake_server):
     ingest(kb)
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
-        settings.LLM_RETRY_MAX_ATTEMPTS = 1
-        reset_llm()
-        events = []
-        server.reply(json.dumps({"sub_questions": ["Which broker does Celery use?", "What runs Redis?"]}))
-        DeepResearchWorker(kb.slug).retrieve_with_trace("Tell me about the ops setup", on_event=lambda k, d: events.append((k, d)))
-        assert "(model)" in events[0][1]["text"] and "What runs Redis?" in events[0][1]["text"]
+    server = fake_server
+    llm = model_router(server)
+    events = []
+    server.reply(json.dumps({"sub_questions": ["Which broker does Celery use?", "What runs Redis?"]}))
+    DeepResearchWorker(kb.slug).retrieve_with_trace("Tell me about the ops setup", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert "(model)" in events[0][1]["text"] and "What runs Redis?" in events[0][1]["text"]
 
-        events.clear()
-        server.reply("this is not JSON")
-        DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
-        assert "(rules)" in events[0][1]["text"]
-    reset_llm()
+    events.clear()
+    server.reply("this is not JSON")
+    DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert "(rules)" in events[0][1]["text"]
 
 
 def test_the_chat_streams_the_rounds_and_cites_every_part(alice, kb, extractive):
@@ -119,8 +113,7 @@ def test_it_only_searches_the_kb_it_was_given(kb, bob):
     assert "secret.md" not in {c.doc_name for c in output["reference"]}
 
 
-def test_it_is_unused_by_auto(kb):
-    assert DOCS  # the fixture documents exist
+def test_auto_does_not_send_a_simple_question_to_deep_research(kb):
     assert plan_for(kb.slug, "auto", ["Which broker does Celery use?"])[0].agent_type == "hybrid_agent"
 
 
@@ -177,23 +170,19 @@ def test_the_merge_ranks_a_chunk_several_members_found_first_and_keeps_each_chun
     assert [c.chunk_id for c in merged] == [3, 1, 5, 2, 4]  # ties keep the order first seen
 
 
-def test_a_model_that_never_says_sufficient_is_stopped_after_three_rounds(kb, settings):
-    from agentic_rag.llm import reset_llm
-    from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+def test_a_model_that_never_says_sufficient_is_stopped_after_three_rounds(kb, fake_server):
+    from agentic_rag.llm.testing import FakeReply
 
     ingest(kb)
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
-        settings.LLM_RETRY_MAX_ATTEMPTS = 1
-        reset_llm()
-        server.script(FakeReply(text=json.dumps({"sub_questions": ["Which broker does Celery use?"]})))
-        server.reply(json.dumps({"sufficient": False, "open": [0], "follow_up_queries": {"0": ["Celery message broker"]}}))
-        events = []
+    server = fake_server
+    llm = model_router(server)
+    server.script(FakeReply(text=json.dumps({"sub_questions": ["Which broker does Celery use?"]})))
+    server.reply(json.dumps({"sufficient": False, "open": [0], "follow_up_queries": {"0": ["Celery message broker"]}}))
+    events = []
 
-        output = DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
+    output = DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker?", llm=llm, on_event=lambda k, d: events.append((k, d)))
 
-        rounds = [d for k, d in events if k == "round"]
-        assert len(rounds) == MAX_ROUNDS and rounds[1]["queries"] == ["Celery message broker"]
-        assert output["reference"]  # what was found is still used
-        assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)
-    reset_llm()
+    rounds = [d for k, d in events if k == "round"]
+    assert len(rounds) == MAX_ROUNDS and rounds[1]["queries"] == ["Celery message broker"]
+    assert output["reference"]  # what was found is still used
+    assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)

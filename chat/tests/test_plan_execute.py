@@ -14,7 +14,7 @@ from chat.plan_execute import (
     review,
     rule_plan,
 )
-from chat.tests.conftest import Events
+from chat.tests.conftest import Events, model_router
 from graphrag.tests.test_build import ingest
 from knowledge.candidates import Candidate
 from knowledge.retrieval import RetrievalResult
@@ -117,31 +117,25 @@ def test_a_plan_runs_against_the_kb_and_reaches_both_sides(kb):
     assert output["retrieval_results"][0].mode == "plan_execute"
 
 
-def test_the_models_plan_is_used_and_a_bad_one_falls_back_to_the_rules(kb, settings):
-    from agentic_rag.llm import reset_llm
-    from agentic_rag.llm.testing import FakeOpenAIServer
-
+def test_the_models_plan_is_used_and_a_bad_one_falls_back_to_the_rules(kb, fake_server):
     ingest(kb)
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
-        settings.LLM_RETRY_MAX_ATTEMPTS = 1
-        reset_llm()
-        plan = {"question_type": "factual", "tasks": [
-            {"task_id": "a", "tool": "kb_search", "query": "Celery broker", "priority": 1, "depends_on": []},
-            {"task_id": "b", "tool": "teleport", "query": "x", "priority": 1, "depends_on": ["a"]}]}
-        server.reply(json.dumps(plan))
-        events = []
-        output = PlanExecuteWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
-        shown = events[0][1]
-        assert shown["planner"] == "model" and shown["status"] == "issues"
-        assert any("unknown tool 'teleport'" in w for w in output["retrieval_results"][0].warnings)
-        assert "ops.md" in {c.doc_name for c in output["reference"]}
+    server = fake_server
+    llm = model_router(server)
+    plan = {"question_type": "factual", "tasks": [
+        {"task_id": "a", "tool": "kb_search", "query": "Celery broker", "priority": 1, "depends_on": []},
+        {"task_id": "b", "tool": "teleport", "query": "x", "priority": 1, "depends_on": ["a"]}]}
+    server.reply(json.dumps(plan))
+    events = []
+    output = PlanExecuteWorker(kb.slug).retrieve_with_trace("Which broker?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    shown = events[0][1]
+    assert shown["planner"] == "model" and shown["status"] == "issues"
+    assert any("unknown tool 'teleport'" in w for w in output["retrieval_results"][0].warnings)
+    assert "ops.md" in {c.doc_name for c in output["reference"]}
 
-        server.reply("no plan today")
-        events.clear()
-        PlanExecuteWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
-        assert events[0][1]["planner"] == "rules"
-    reset_llm()
+    server.reply("no plan today")
+    events.clear()
+    PlanExecuteWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert events[0][1]["planner"] == "rules"
 
 
 def test_the_chat_shows_the_plan_its_tasks_and_the_report(alice, kb, extractive):

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from chat.react_agent import MAX_TOOL_CALLS, ReactWorker, is_simple
-from chat.tests.conftest import Events
+from chat.tests.conftest import Events, model_router
 from graphrag.tests.test_build import ingest
 from knowledge.retrieval import RetrievalResult
 
@@ -49,33 +49,29 @@ def test_thin_evidence_makes_it_rewrite_search_again_rerank_and_stop_within_the_
     assert output["reference"] == []
 
 
-def test_a_model_that_repeats_itself_or_names_an_unknown_tool_is_stopped(kb, settings):
-    from agentic_rag.llm import reset_llm
-    from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+def test_a_model_that_repeats_itself_or_names_an_unknown_tool_is_stopped(kb, fake_server):
+    from agentic_rag.llm.testing import FakeReply
 
     ingest(kb)
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = ["openai"], server.base_url, "k"
-        settings.LLM_RETRY_MAX_ATTEMPTS = 1
-        reset_llm()
-        server.default = FakeReply(text=json.dumps({"thought": "look", "action": "vector_retrieve", "input": "Celery broker"}))
-        events = []
-        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
-        assert [s["action"] for s in steps_of(events)] == ["vector_retrieve", "vector_retrieve"]
-        assert steps_of(events)[-1]["observation"] == "repeated: stopped"
-        assert output["reference"] and any("already done" in w for w in output["retrieval_results"][0].warnings)
+    server = fake_server
+    llm = model_router(server)
+    server.default = FakeReply(text=json.dumps({"thought": "look", "action": "vector_retrieve", "input": "Celery broker"}))
+    events = []
+    output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert [s["action"] for s in steps_of(events)] == ["vector_retrieve", "vector_retrieve"]
+    assert steps_of(events)[-1]["observation"] == "repeated: stopped"
+    assert output["reference"] and any("already done" in w for w in output["retrieval_results"][0].warnings)
 
-        server.default = FakeReply(text=json.dumps({"thought": "hmm", "action": "launch_rockets", "input": "now"}))
-        events.clear()
-        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", on_event=lambda k, d: events.append((k, d)))
-        assert any("unknown tool 'launch_rockets'" in w for w in output["retrieval_results"][0].warnings)
+    server.default = FakeReply(text=json.dumps({"thought": "hmm", "action": "launch_rockets", "input": "now"}))
+    events.clear()
+    output = ReactWorker(kb.slug).retrieve_with_trace("Which broker?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert any("unknown tool 'launch_rockets'" in w for w in output["retrieval_results"][0].warnings)
 
-        server.default = FakeReply(text="I refuse to answer in JSON")
-        events.clear()
-        output = ReactWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", on_event=lambda k, d: events.append((k, d)))
-        assert steps_of(events)[0]["action"] == "vector_retrieve"  # the rules went on
-        assert any("no usable action" in w for w in output["retrieval_results"][0].warnings)
-    reset_llm()
+    server.default = FakeReply(text="I refuse to answer in JSON")
+    events.clear()
+    output = ReactWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", llm=llm, on_event=lambda k, d: events.append((k, d)))
+    assert steps_of(events)[0]["action"] == "vector_retrieve"  # the rules went on
+    assert any("no usable action" in w for w in output["retrieval_results"][0].warnings)
 
 
 def test_the_chat_shows_each_step_and_cites_what_it_found(alice, kb, extractive):

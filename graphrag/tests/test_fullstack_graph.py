@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from graphrag.models import Entity, GraphBuild
 from graphrag.tasks import build_knowledge_graph
 from knowledge.tests.test_fullstack import (
     FULL_STACK,
-    WORKER_START_TIMEOUT,
-    CeleryWorker,
-    database_url,
     poll,
+    running_worker,
     submit,
     wait_until_finished,
 )
@@ -25,27 +22,15 @@ pytestmark = [
 TEXT = b"# 1 Ops\n\nCelery uses Redis as its broker. Docker runs Redis and Celery.\n\n# 2 Graph\n\nLightRAG extends GraphRAG."
 
 
-def _worker(request):
-    worker = CeleryWorker(database_url(connection.settings_dict), build_graphs=True)
-    failed_before = request.session.testsfailed
-    try:
-        worker.wait_until_ready(WORKER_START_TIMEOUT)
-        yield worker
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(worker.report(200))
-        worker.stop()
-
-
 @pytest.fixture(scope="module")
 def celery_worker(request, django_db_setup):
     """A worker that builds graphs after ingestion (the knowledge tests' worker does not)."""
-    yield from _worker(request)
+    yield from running_worker(request, build_graphs=True)
 
 
 @pytest.fixture(scope="module")
 def second_worker(request, celery_worker, django_db_setup):
-    yield from _worker(request)
+    yield from running_worker(request, build_graphs=True)
 
 
 @pytest.fixture(autouse=True)

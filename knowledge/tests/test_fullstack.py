@@ -158,7 +158,12 @@ class CeleryWorker:
 @pytest.fixture(scope="module")
 def celery_worker(request, django_db_setup) -> Iterator[CeleryWorker]:
     # django_db_setup has created the test database, and the connection now names it.
-    worker = CeleryWorker(database_url(connection.settings_dict))
+    yield from running_worker(request)
+
+
+def running_worker(request, *, build_graphs: bool = False) -> Iterator[CeleryWorker]:
+    """A worker on the test database until the fixture ends; its log printed if a test failed."""
+    worker = CeleryWorker(database_url(connection.settings_dict), build_graphs=build_graphs)
     failed_before = request.session.testsfailed
     try:
         worker.wait_until_ready(WORKER_START_TIMEOUT)
