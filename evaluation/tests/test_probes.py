@@ -72,3 +72,17 @@ def test_two_part_questions_join_questions_of_different_passages(tmp_path):
     assert [q["question"] for q in golden["questions"]] == ["问题1？问题3？", "问题2？问题4？"]
     assert golden["questions"][0]["relevant"] == {"甲-1.txt": 2, "乙-1.txt": 2}
     assert golden["questions"][0]["expected_keywords"] == ["答案一", "答案三"]
+
+
+def test_the_community_probe_scores_each_method_on_the_same_graph():
+    import networkx as nx
+
+    from evaluation.probes.community_probe import compare
+
+    graph = nx.Graph()
+    graph.add_weighted_edges_from([(1, 2, 1.0), (2, 3, 1.0), (1, 3, 1.0), (4, 5, 1.0), (5, 6, 1.0), (4, 6, 1.0), (3, 4, 0.1)])
+
+    rows = compare(graph)
+
+    assert [row[0] for row in rows] == ["louvain", "greedy"]
+    assert all(count == 2 and modularity > 0.4 for _, count, modularity, _ in rows)
