@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from .ingest import request_reingest
-from .models import Chunk, Document, IngestionJob, KnowledgeBase
+from .models import Chunk, Document, DocumentVersion, IngestionJob, KnowledgeBase
 from .tasks import enqueue_ingestion
 
 
@@ -20,8 +20,25 @@ class IngestionJobInline(admin.TabularInline):
     model = IngestionJob
     extra = 0
     can_delete = False
-    fields = ["version", "status", "stage", "percent", "error", "timings_ms", "started_at", "finished_at"]
+    fields = [
+        "version", "status", "stage", "percent", "error", "timings_ms", "embedded_chunks", "reused_chunks",
+        "started_at", "finished_at",
+    ]
     readonly_fields = fields
+
+
+class DocumentVersionInline(admin.TabularInline):
+    model = DocumentVersion
+    extra = 0
+    can_delete = False
+    fields = ["version", "sha256", "size", "created_at", "created_by", "note"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False  # versions are written by submitting a file, never by hand
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("data")  # a version's bytes may be megabytes
 
 
 @admin.register(Document)
@@ -33,7 +50,7 @@ class DocumentAdmin(admin.ModelAdmin):
         "sha256", "size", "mime", "version", "live_version", "status", "progress",
         "char_count", "parent_count", "chunk_count", "created_at", "updated_at", "ingested_at",
     ]
-    inlines = [IngestionJobInline]
+    inlines = [DocumentVersionInline, IngestionJobInline]
     actions = ["reingest"]
 
     @admin.action(description="Re-ingest selected documents")

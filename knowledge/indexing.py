@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -13,7 +14,7 @@ from agentic_rag.embeddings import Embedder, get_embedder
 
 from .analysis import analyze
 from .ingest import IngestionRun, Stage, register_stage
-from .models import Chunk, DocumentStatus, KnowledgeBase, SearchEntry
+from .models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from .search import refresh_planner_statistics
 
 log = logging.getLogger(__name__)
@@ -49,13 +50,38 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
 
 def embed_stage(run: IngestionRun) -> None:
+    """Embed the version's chunks, reusing the live version's entries for unchanged ones."""
     kb = run.document.kb
     # The row loaded when the run started may predate a switch; embedding with its
     # embedder would only be done again at the index stage.
     kb.refresh_from_db(fields=["embedder"])
     embedder = embedder_for(kb)
-    vectors = embed_unique(embedder, [index_text(chunk) for chunk in run.stored])
-    run.vectors = (embedder.name, vectors)
+    texts = [index_text(chunk) for chunk in run.stored]
+    known = live_entries(run.document, embedder.name)
+    reused = [known.get((chunk.level, _text_key(text))) for chunk, text in zip(run.stored, texts, strict=True)]
+    fresh = [position for position, entry in enumerate(reused) if entry is None]
+    embedded = iter(embed_unique(embedder, [texts[position] for position in fresh]))
+    rows = [entry[0] if entry else next(embedded) for entry in reused]
+    run.vectors = (embedder.name, np.vstack(rows).astype(np.float32, copy=False))
+    run.tokens = [entry[1] if entry else None for entry in reused]
+    run.embedded_chunks, run.reused_chunks = len(fresh), len(rows) - len(fresh)
+
+
+def live_entries(document: Document, embedder_name: str) -> dict[tuple[int, str], tuple[np.ndarray, str]]:
+    """The live version's (vector, tokens) under an embedder, by chunk level and search-text hash.
+
+    A new version mostly repeats the old one; its unchanged chunks need not be embedded again.
+    """
+    if not document.live_version:
+        return {}
+    entries = SearchEntry.objects.filter(
+        chunk__document_id=document.pk, chunk__version=document.live_version, embedder=embedder_name
+    ).select_related("chunk").only("level", "embedding", "tokens", "chunk__level", "chunk__text", "chunk__section_title")
+    return {(entry.level, _text_key(index_text(entry.chunk))): (entry.embedding, entry.tokens) for entry in entries}
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def index_stage(run: IngestionRun) -> None:
@@ -74,7 +100,8 @@ def index_stage(run: IngestionRun) -> None:
         with transaction.atomic():
             current = _lock_embedder(run.document.kb_id)
             if not current or current == embedder_name:
-                entries = _entries(chunks, vectors, embedder_name)
+                tokens = run.tokens if chunks is run.stored else None
+                entries = _entries(chunks, vectors, embedder_name, tokens=tokens)
                 SearchEntry.objects.bulk_create(entries, batch_size=500, ignore_conflicts=True)
                 return
         log.info("%s: the KB moved to %s while it was embedded with %s; embedding again",
@@ -90,7 +117,10 @@ def _lock_embedder(kb_id: int) -> str:
     return KnowledgeBase.objects.select_for_update().values_list("embedder", flat=True).get(pk=kb_id)
 
 
-def _entries(chunks: Sequence[Chunk], vectors: np.ndarray, embedder_name: str) -> list[SearchEntry]:
+def _entries(
+    chunks: Sequence[Chunk], vectors: np.ndarray, embedder_name: str, *, tokens: Sequence[str | None] | None = None
+) -> list[SearchEntry]:
+    tokens = tokens or [None] * len(chunks)
     return [
         SearchEntry(
             chunk_id=chunk.pk,
@@ -99,9 +129,9 @@ def _entries(chunks: Sequence[Chunk], vectors: np.ndarray, embedder_name: str) -
             embedder=embedder_name,
             dims=int(vector.shape[0]),
             embedding=vector,
-            tokens=" ".join(analyze(index_text(chunk))),
+            tokens=" ".join(analyze(index_text(chunk))) if known is None else known,
         )
-        for chunk, vector in zip(chunks, vectors, strict=True)
+        for chunk, vector, known in zip(chunks, vectors, tokens, strict=True)
     ]
 
 

@@ -23,7 +23,16 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.utils import timezone
 
 from .chunking import ChunkingParams, ParentDraft, chunk_document
-from .models import IN_PROGRESS, Chunk, Document, DocumentFile, DocumentStatus, IngestionJob, KnowledgeBase
+from .models import (
+    IN_PROGRESS,
+    Chunk,
+    Document,
+    DocumentFile,
+    DocumentStatus,
+    DocumentVersion,
+    IngestionJob,
+    KnowledgeBase,
+)
 from .parsing import SUPPORTED_EXTENSIONS, ParsedDocument, ParseError, parse_document
 from .progress import Progress
 
@@ -74,8 +83,12 @@ def submit_document(
     enqueue: Callable[[int], None],
     source: str = "upload",
     user=None,
+    note: str = "",
 ) -> SubmitOutcome:
-    """Accept a file as a new document or a new version, and enqueue its ingestion."""
+    """Accept a file as a new document or a new version, and enqueue its ingestion.
+
+    New bytes are also kept as a DocumentVersion (with `note`), so they can be restored.
+    """
     name = clean_file_name(name)
     error = check_upload(name, len(data)) if name else "the file has no name"
     if error:
@@ -83,7 +96,7 @@ def submit_document(
     sha256 = hashlib.sha256(data).hexdigest()
     try:
         with transaction.atomic():
-            outcome = _store_submission(kb, name, data, sha256, source=source, user=user)
+            outcome = _store_submission(kb, name, data, sha256, source=source, user=user, note=note)
             if outcome.status == "queued":
                 transaction.on_commit(partial(enqueue, outcome.document.pk))
     except IntegrityError:
@@ -92,7 +105,7 @@ def submit_document(
     return outcome
 
 
-def _store_submission(kb, name, data, sha256, *, source, user) -> SubmitOutcome:
+def _store_submission(kb, name, data, sha256, *, source, user, note) -> SubmitOutcome:
     documents = kb.documents.select_for_update()
     same_bytes = documents.filter(sha256=sha256).first()
     if same_bytes is not None and not (
@@ -107,6 +120,7 @@ def _store_submission(kb, name, data, sha256, *, source, user) -> SubmitOutcome:
             kb=kb, name=name, source=source, mime=mime, size=len(data), sha256=sha256, uploaded_by=user
         )
         DocumentFile.objects.create(document=document, data=data)
+        _keep_version(document, data, user=user, note=note)
         return SubmitOutcome(name, "queued", "queued", document)
     retrying = document.sha256 == sha256
     document.version += 1
@@ -114,8 +128,41 @@ def _store_submission(kb, name, data, sha256, *, source, user) -> SubmitOutcome:
     document.status, document.progress, document.error = DocumentStatus.PENDING, 0, ""
     document.save()
     DocumentFile.objects.update_or_create(document=document, defaults={"data": data})
+    if not retrying:  # the same bytes are already kept under the failed version
+        _keep_version(document, data, user=user, note=note)
     message = "queued again after a failure" if retrying else f"queued as version {document.version}"
     return SubmitOutcome(name, "queued", message, document)
+
+
+def _keep_version(document: Document, data: bytes, *, user, note: str) -> None:
+    DocumentVersion.objects.create(
+        document=document,
+        version=document.version,
+        data=data,
+        sha256=document.sha256,
+        size=len(data),
+        created_by=user,
+        note=note[:200],
+    )
+
+
+def restore_version(
+    document: Document, version: int, *, user, enqueue: Callable[[int], None]
+) -> SubmitOutcome:
+    """Submit a kept version's bytes as the document's newest version.
+
+    Raises DocumentVersion.DoesNotExist when the document has no such version.
+    """
+    kept = DocumentVersion.objects.get(document=document, version=version)
+    return submit_document(
+        document.kb,
+        document.name,
+        bytes(kept.data),
+        enqueue=enqueue,
+        source=document.source,
+        user=user,
+        note=f"restored from version {version}",
+    )
 
 
 def request_reingest(document: Document, *, enqueue: Callable[[int], None]) -> None:
@@ -153,8 +200,12 @@ class IngestionRun:
     stored: list[Chunk] = field(default_factory=list)  # parents first, then children
     child_ids: list[int] = field(default_factory=list)
     # What the embedding stage hands the indexing stage: (embedder name, float32 rows
-    # aligned with `stored`).
+    # aligned with `stored`), and the tokens of chunks carried over from the live version
+    # (None where the chunk is new and its text is analysed at indexing).
     vectors: tuple[str, Any] | None = None
+    tokens: list[str | None] = field(default_factory=list)
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -267,7 +318,7 @@ def run_ingestion(
         document.status == DocumentStatus.READY and document.live_version == document.version
     ):
         return None
-    run = IngestionRun(document, document.version, _load_bytes(document), params or chunking_params())
+    run = IngestionRun(document, document.version, newest_bytes(document), params or chunking_params())
     job = IngestionJob.objects.create(document=document, version=run.version, status=document.status)
     _discard_unpublished_chunks(document)
     try:
@@ -296,7 +347,8 @@ def give_up_ingestion(document_id: int, message: str, *, on_progress: ProgressCa
     on_progress(Progress(document.pk, document.kb_id, DocumentStatus.FAILED, "failed", 0, message))
 
 
-def _load_bytes(document: Document) -> bytes:
+def newest_bytes(document: Document) -> bytes:
+    """The bytes of the document's newest version (b"" when none are stored)."""
     stored = DocumentFile.objects.filter(document=document).values_list("data", flat=True).first()
     return bytes(stored) if stored is not None else b""
 
@@ -337,6 +389,7 @@ def _publish(run: IngestionRun, job: IngestionJob, on_progress: ProgressCallback
         _mark_ready(document, run)
         document.kb.bump_content_version()
     run.timings_ms["publish"] = round((perf_counter() - started) * 1000, 3)
+    job.embedded_chunks, job.reused_chunks = run.embedded_chunks, run.reused_chunks
     _finish_job(job, DocumentStatus.READY, timings=run.timings_ms)
     run.document = document
     on_progress(_progress(run, DocumentStatus.READY, "ready", 100))

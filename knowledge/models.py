@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.urls import reverse
+from django.utils import timezone
 
 from agentic_rag.vectors import EmbeddingField
 
@@ -186,6 +187,31 @@ class DocumentFile(models.Model):
         return f"file of {self.document_id}"
 
 
+class DocumentVersion(models.Model):
+    """The bytes of one version of a document, kept so any version can be restored."""
+
+    document = models.ForeignKey(Document, models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    data = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    # A default rather than auto_now_add, so the backfill can date versions it did not see made.
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["document_id", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "version"], name="document_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} v{self.version}"
+
+
 class ChunkQuerySet(models.QuerySet):
     def for_kb(self, kb: KnowledgeBase) -> ChunkQuerySet:
         return self.filter(kb=kb)
@@ -251,6 +277,10 @@ class IngestionJob(models.Model):
     percent = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     timings_ms = models.JSONField(default=dict, blank=True)
+    # Chunks whose vectors were computed, and those carried over from the live version
+    # because their search text did not change.
+    embedded_chunks = models.PositiveIntegerField(default=0)
+    reused_chunks = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=1)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -28,4 +28,9 @@ urlpatterns = [
         views.document_reingest,
         name="document-reingest",
     ),
+    path(
+        "kb/<slug:slug>/documents/<int:pk>/versions/<int:version>/restore/",
+        views.document_restore,
+        name="document-restore",
+    ),
 ]

@@ -1,4 +1,4 @@
-"""Pages of the knowledge app: knowledge bases, their documents, upload, delete, re-ingest."""
+"""Pages of the knowledge app: knowledge bases, their documents, upload, delete, re-ingest, restore."""
 
 from __future__ import annotations
 
@@ -9,14 +9,21 @@ from django.core.exceptions import PermissionDenied, TooManyFilesSent
 from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Count, Prefetch, Q, Sum
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .forms import KnowledgeBaseCreateForm, KnowledgeBaseSettingsForm, UploadForm
-from .ingest import SubmitOutcome, check_upload, delete_document, request_reingest, submit_document
-from .models import Chunk, Document, DocumentStatus, KnowledgeBase
+from .ingest import (
+    SubmitOutcome,
+    check_upload,
+    delete_document,
+    request_reingest,
+    restore_version,
+    submit_document,
+)
+from .models import Chunk, Document, DocumentStatus, DocumentVersion, KnowledgeBase
 from .parsing import SUPPORTED_EXTENSIONS
 from .progress import background_indexing
 from .tasks import enqueue_ingestion
@@ -164,6 +171,8 @@ def document_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "document": document,
         "parents": parents.order_by("index").prefetch_related(children),
         "can_write": document.kb.is_writable_by(request.user),
+        "versions": document.versions.defer("data").select_related("created_by"),
+        "last_job": document.jobs.filter(status=DocumentStatus.READY).first(),
     }
     return render(request, "knowledge/document_detail.html", context)
 
@@ -187,3 +196,18 @@ def document_reingest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     request_reingest(document, enqueue=enqueue_ingestion)
     messages.info(request, f"Re-ingesting “{document.name}”; its progress shows below.")
     return redirect(document.kb)
+
+
+@login_required
+@require_POST
+def document_restore(request: HttpRequest, slug: str, pk: int, version: int) -> HttpResponse:
+    document = _get_document_for_user(request, slug, pk, write=True)
+    try:
+        outcome = restore_version(document, version, user=request.user, enqueue=enqueue_ingestion)
+    except DocumentVersion.DoesNotExist:
+        raise Http404("No such version of this document") from None
+    if outcome.status == "queued":
+        messages.success(request, f"Restoring version {version} as version {outcome.document.version}.")
+    else:
+        messages.warning(request, f"Version {version} was not restored: {outcome.message}.")
+    return redirect(document)

@@ -11,19 +11,22 @@ import re
 from collections.abc import Callable
 
 from .decoding import decode_text
-from .document import Block, Heading, ParsedDocument, ParseError, Section
+from .document import Block, Heading, HeadingLines, ParsedDocument, ParseError, Section
 from .docx import read_docx
 from .html import read_html
-from .markdown import read_markdown
+from .markdown import markdown_heading_lines, read_markdown
 from .pdf import read_pdf
 from .sections import build_sections
-from .text import read_text
+from .text import read_text, text_heading_lines
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
     {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx"}
 )
 
-__all__ = ["SUPPORTED_EXTENSIONS", "ParseError", "ParsedDocument", "Section", "decode_text", "parse_document"]
+__all__ = [
+    "SUPPORTED_EXTENSIONS", "HeadingLines", "ParseError", "ParsedDocument", "Section",
+    "decode_text", "heading_lines", "parse_document",
+]
 
 _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".md": read_markdown,
@@ -33,6 +36,12 @@ _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".htm": read_html,
     ".pdf": read_pdf,
     ".docx": read_docx,
+}
+# The readers that read a file line by line, so its headings can be traced back to lines.
+_HEADING_LINES: dict[str, Callable[[str], HeadingLines]] = {
+    ".md": markdown_heading_lines,
+    ".markdown": markdown_heading_lines,
+    ".txt": text_heading_lines,
 }
 
 
@@ -59,6 +68,12 @@ def parse_document(name: str, data: bytes) -> ParsedDocument:
         raise ParseError("the file is empty")
     title = next((b.title for b in blocks if isinstance(b, Heading)), stem)
     return ParsedDocument(title, build_sections(blocks))
+
+
+def heading_lines(name: str, text: str) -> HeadingLines | None:
+    """Where parse_document found each heading in the file's decoded text; None if not read by lines."""
+    reader = _HEADING_LINES.get(_split_name(name)[1])
+    return reader(text) if reader else None
 
 
 def _split_name(name: str) -> tuple[str, str]:

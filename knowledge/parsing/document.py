@@ -42,3 +42,15 @@ class Heading:
 
 
 Block = Heading | str  # a str block is one paragraph (or a whole table / list)
+
+
+@dataclass(frozen=True)
+class HeadingLines:
+    """Where a text reader found the headings it emitted, in lines of the decoded text.
+
+    Lines are counted as `str.splitlines` counts them, so section editing can map each
+    parsed section back to the lines it was read from.
+    """
+
+    content_start: int  # the first line that is content (after YAML front matter)
+    headings: tuple[tuple[int, int], ...]  # per heading: its first line, the line after its last

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 
 from .decoding import decode_text
-from .document import Block, Heading
+from .document import Block, Heading, HeadingLines
 from .headings import Numbered, parse_numbered
 
 _SENTENCE_END = tuple("。！？!?；;：:，,、")
@@ -27,10 +27,15 @@ def text_heading(line: str) -> Numbered | None:
     return numbered if has_letter and len(numbered.title) <= 30 else None
 
 
+def numbered_lines(lines: list[str]) -> list[Numbered | None]:
+    """For each line, its numbering when it reads as a heading in context, else None."""
+    return _in_sequence(_outside_lists([text_heading(line) for line in lines], lines))
+
+
 def text_blocks(lines: Iterable[str]) -> list[Block]:
     """Split lines into numbered headings and blank-line separated paragraphs."""
     lines = list(lines)
-    numbered = _in_sequence(_outside_lists([text_heading(line) for line in lines], lines))
+    numbered = numbered_lines(lines)
     levels = _levels_by_rank({n.rank for n in numbered if n is not None})
     blocks: list[Block] = []
     paragraph: list[str] = []
@@ -138,3 +143,9 @@ def flush_paragraph(paragraph: list[str], blocks: list[Block]) -> None:
 
 def read_text(data: bytes) -> list[Block]:
     return text_blocks(decode_text(data).splitlines())
+
+
+def text_heading_lines(text: str) -> HeadingLines:
+    """The lines of decoded plain text that read_text takes as headings (one line each)."""
+    numbered = numbered_lines(text.splitlines())
+    return HeadingLines(0, tuple((line, line + 1) for line, heading in enumerate(numbered) if heading is not None))

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 
 import agentic_rag.embeddings as embeddings
-from knowledge.indexing import embed_unique, reembed_knowledge_base
-from knowledge.models import KnowledgeBase, SearchEntry
+from knowledge.editing import replace_section
+from knowledge.indexing import embed_unique, index_text, reembed_knowledge_base
+from knowledge.models import Chunk, KnowledgeBase, SearchEntry
 from knowledge.retrieval import RetrievalParams, retrieve
 from knowledge.tasks import ingest_document, resume_embedding_upgrades
 
@@ -98,6 +100,31 @@ def test_a_one_paragraph_document_costs_one_embedding(kb, small_hashing, monkeyp
 
     entries = SearchEntry.objects.filter(kb=kb)
     assert entries.count() == 2 and len(counting.embedded) == 1
+
+
+def test_a_new_version_embeds_only_the_chunks_that_changed(kb, monkeypatch):
+    counting = CountingEmbedder(embeddings.get_embedder("hashing-1024"))
+    monkeypatch.setattr("knowledge.indexing.embedder_for", lambda kb: counting)
+    document = _ingest(kb, "guide.md", GUIDE_MD.encode()).document
+    before = _live_entries(document)
+    counting.embedded.clear()
+    edited = replace_section("guide.md", GUIDE_MD.encode(), 1, "Parsers also read zeppelin manifests.")
+
+    _ingest(kb, "guide.md", edited)
+
+    after = _live_entries(document)
+    reused = after.keys() & before.keys()
+    assert counting.embedded and all("zeppelin" in text for text in counting.embedded)
+    assert len(reused) >= 2 and len(reused) + len(set(counting.embedded)) == len(after)
+    for key in reused:
+        assert np.array_equal(after[key][0], before[key][0]) and after[key][1] == before[key][1]
+    job = document.jobs.get(version=2)
+    assert (job.embedded_chunks, job.reused_chunks) == (len(after) - len(reused), len(reused))
+
+
+def _live_entries(document) -> dict[tuple[int, str], tuple[np.ndarray, str]]:
+    entries = SearchEntry.objects.filter(chunk__in=Chunk.objects.live().filter(document=document))
+    return {(e.level, index_text(e.chunk)): (e.embedding, e.tokens) for e in entries.select_related("chunk")}
 
 
 def test_it_resumes_upgrades_of_kbs_filled_outside_the_server(kb, small_hashing, settings):

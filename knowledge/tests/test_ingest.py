@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+import importlib
+
 import pytest
+from django.apps import apps
 from django.test import TestCase
 
 from knowledge.ingest import (
@@ -13,7 +17,7 @@ from knowledge.ingest import (
     run_ingestion,
     submit_document,
 )
-from knowledge.models import Chunk, Document, DocumentStatus, IngestionJob
+from knowledge.models import Chunk, Document, DocumentFile, DocumentStatus, DocumentVersion, IngestionJob
 
 from .factories import GUIDE_MD, encrypted_pdf
 
@@ -190,6 +194,41 @@ def test_it_retries_a_failed_document_when_the_same_bytes_come_again(kb):
     outcome, queued = _submit(kb, "blob.txt", b"\x00\x01" * 100)
 
     assert outcome.status == "queued" and queued == [outcome.document.pk]
+
+
+def test_it_keeps_the_bytes_of_every_new_version(kb, alice):
+    first = GUIDE_MD.encode()
+    second = first + b"\n# 3 New\n\nA new chapter.\n"
+    _submit(kb, "guide.md", first)
+    _ingest(kb, "blob.txt", b"\x00\x01" * 100)
+
+    _submit(kb, "guide.md", first)  # unchanged
+    outcome, _ = _submit(kb, "blob.txt", b"\x00\x01" * 100)  # a retry of the same bytes
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        submit_document(kb, "guide.md", second, enqueue=lambda pk: None, user=alice, note="added chapter 3")
+
+    kept = DocumentVersion.objects.filter(document__name="guide.md").order_by("version")
+    assert [(v.version, bytes(v.data), v.size, v.note) for v in kept] == [
+        (1, first, len(first), ""),
+        (2, second, len(second), "added chapter 3"),
+    ]
+    assert kept[1].created_by == alice and kept[1].sha256 == Document.objects.get(name="guide.md").sha256
+    assert outcome.document.version == 2 and outcome.document.versions.count() == 1
+
+
+def test_the_migration_keeps_the_current_bytes_of_documents_stored_before_versions(kb, alice):
+    backfill = importlib.import_module("knowledge.migrations.0006_backfill_document_versions").backfill
+    document = Document.objects.create(kb=kb, name="old.md", sha256="x", version=3, uploaded_by=alice)
+    data = b"# Old\n\nBytes from before."
+    DocumentFile.objects.create(document=document, data=data)
+
+    backfill(apps, None)
+    backfill(apps, None)  # safe to run again
+
+    kept = DocumentVersion.objects.get(document=document)
+    assert (kept.version, bytes(kept.data), kept.size) == (3, data, len(data))
+    assert kept.sha256 == hashlib.sha256(data).hexdigest()
+    assert kept.created_by is None  # version 3's author is not known, only version 1's
 
 
 def test_it_deletes_a_document_with_its_chunks(kb):

@@ -187,12 +187,12 @@ def test_a_switch_waiting_on_an_open_indexing_transaction_catches_its_document_u
         writing.wait(timeout=30)
         return switch(*args, **kwargs)
 
-    def write_while_the_switch_waits(chunks, vectors, embedder_name):
+    def write_while_the_switch_waits(chunks, vectors, embedder_name, **options):
         if threading.current_thread() is threading.main_thread() and not writing.is_set():
             writing.set()  # this ingestion's transaction is open and holds the KB's lock
             time.sleep(0.5)  # long enough for the switch to be waiting on that lock
             seen_during_write.append((embedder_name, upgrade.is_alive()))
-        return _entries(chunks, vectors, embedder_name)
+        return _entries(chunks, vectors, embedder_name, **options)
 
     monkeypatch.setattr(indexing, "_switch", switch_once_the_write_began)
     monkeypatch.setattr(indexing, "_entries", write_while_the_switch_waits)

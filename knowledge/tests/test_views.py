@@ -62,6 +62,7 @@ def kb_urls(kb: KnowledgeBase, document_pk: int = 1) -> dict[str, str]:
         "document": reverse("document-detail", args=[kb.slug, document_pk]),
         "delete": reverse("document-delete", args=[kb.slug, document_pk]),
         "reingest": reverse("document-reingest", args=[kb.slug, document_pk]),
+        "restore": reverse("document-restore", args=[kb.slug, document_pk, 1]),
     }
 
 
@@ -70,7 +71,7 @@ def kb_urls(kb: KnowledgeBase, document_pk: int = 1) -> dict[str, str]:
 
 @pytest.mark.parametrize("method", ["get", "post"])
 @pytest.mark.parametrize(
-    "name", ["list", "create", "detail", "settings", "upload", "document", "delete", "reingest"]
+    "name", ["list", "create", "detail", "settings", "upload", "document", "delete", "reingest", "restore"]
 )
 def test_it_requires_login(client, kb, method, name):
     urls = {"list": reverse("knowledge-list"), "create": reverse("knowledge-create"), **kb_urls(kb)}
@@ -90,6 +91,7 @@ def test_it_requires_login(client, kb, method, name):
         ("document", "post"),
         ("delete", "put"),
         ("reingest", "get"),
+        ("restore", "get"),
     ],
 )
 def test_it_rejects_wrong_method(alice_client, document, name, method):
@@ -107,7 +109,7 @@ def test_it_hides_other_users_kbs_on_get(bob_client, document, name):
     assert bob_client.get(kb_urls(document.kb, document.pk)[name]).status_code == 404
 
 
-@pytest.mark.parametrize("name", ["settings", "upload", "delete", "reingest"])
+@pytest.mark.parametrize("name", ["settings", "upload", "delete", "reingest", "restore"])
 def test_it_hides_other_users_kbs_on_post(
     bob_client, document, name, django_capture_on_commit_callbacks
 ):
@@ -468,6 +470,96 @@ def test_it_reingests_a_document(alice_client, document, django_capture_on_commi
         DocumentStatus.READY,
     )
     assert set(Chunk.objects.filter(document=document).values_list("version", flat=True)) == {2}
+
+
+# --- versions -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def versioned(document, alice_client, django_capture_on_commit_callbacks):
+    """The handbook at version 2, its version 1 kept."""
+    changed = MARKDOWN + b"\n## 3 Support\n\nAsk the site office.\n"
+    post_files(alice_client, document.kb, [upload("handbook.md", changed)], django_capture_on_commit_callbacks)
+    document.refresh_from_db()
+    assert document.version == document.live_version == 2
+    return document
+
+
+def restore_url(document: Document, version: int) -> str:
+    return reverse("document-restore", args=[document.kb.slug, document.pk, version])
+
+
+def test_it_restores_an_earlier_version(alice_client, versioned, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post(restore_url(versioned, 1))
+
+    assert response.status_code == 302 and response.url == versioned.get_absolute_url()
+    versioned.refresh_from_db()
+    assert (versioned.version, versioned.live_version) == (3, 3)
+    assert bytes(versioned.file.data) == MARKDOWN
+    assert versioned.versions.get(version=3).note == "restored from version 1"
+    assert not Chunk.objects.live().filter(document=versioned, text__contains="site office").exists()
+    page = alice_client.get(response.url).content.decode()
+    assert "Restoring version 1 as version 3." in page
+    job = versioned.jobs.get(version=3)
+    assert job.reused_chunks > 0  # version 1's text is all still in version 2
+    assert f"{job.embedded_chunks} chunks embedded · {job.reused_chunks} unchanged, reused" in page
+
+
+def test_a_member_of_a_shared_kb_restores(bob_client, bob, versioned, django_capture_on_commit_callbacks):
+    versioned.kb.visibility = Visibility.SHARED
+    versioned.kb.save()
+    versioned.kb.members.add(bob)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert bob_client.post(restore_url(versioned, 1)).status_code == 302
+
+    assert versioned.versions.get(version=3).created_by == bob
+
+
+def test_it_lists_versions_with_restore_buttons_for_writers(alice_client, bob_client, versioned):
+    versioned.kb.visibility = Visibility.PUBLIC
+    versioned.kb.save()
+
+    page = alice_client.get(versioned.get_absolute_url()).content.decode()
+    readers_page = bob_client.get(versioned.get_absolute_url()).content.decode()
+
+    assert 'data-version="2"' in page and 'data-version="1"' in page
+    assert restore_url(versioned, 1) in page and restore_url(versioned, 2) not in page  # 2 is current
+    assert 'data-version="1"' in readers_page and restore_url(versioned, 1) not in readers_page
+    main = page.split('id="main"', 1)[1].split("</main>", 1)[0]
+    assert "<script" not in main and "onclick" not in main  # the CSP runs no inline script
+
+
+def test_a_reader_cannot_restore(bob_client, versioned):
+    versioned.kb.visibility = Visibility.PUBLIC
+    versioned.kb.save()
+
+    assert bob_client.post(restore_url(versioned, 1)).status_code == 403
+
+    versioned.refresh_from_db()
+    assert versioned.version == 2 and versioned.versions.count() == 2
+
+
+def test_an_outsider_cannot_restore(bob_client, versioned):
+    assert bob_client.post(restore_url(versioned, 1)).status_code == 404
+
+    versioned.refresh_from_db()
+    assert versioned.version == 2 and versioned.versions.count() == 2
+
+
+def test_it_404s_on_a_version_that_was_never_kept(alice_client, versioned):
+    assert alice_client.post(restore_url(versioned, 9)).status_code == 404
+
+
+def test_it_checks_csrf_on_restore(alice, versioned):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+
+    assert client.post(restore_url(versioned, 1)).status_code == 403
+
+    versioned.refresh_from_db()
+    assert versioned.version == 2
 
 
 def test_it_logs_in_and_out(client, alice):
