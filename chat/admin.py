@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Conversation, CurrencyRate, Feedback, Message, Span, Trace
+from .models import Conversation, CurrencyRate, DocumentProposal, Feedback, Message, Span, Trace
 
 
 class MessageInline(admin.TabularInline):
@@ -81,3 +81,13 @@ class CurrencyRateAdmin(admin.ModelAdmin):
     list_display = ["code", "per_usd", "as_of", "source"]
     list_filter = ["as_of"]
     search_fields = ["code"]
+
+
+@admin.register(DocumentProposal)
+class DocumentProposalAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Rewrites proposed in document chat, with the verdict and the version an accept made."""
+
+    list_display = ["id", "document", "section_position", "operation", "status", "offline", "user", "created_at"]
+    list_filter = ["status", "operation", "offline"]
+    search_fields = ["document__name", "user__username", "change_summary"]
+    readonly_fields = [f.name for f in DocumentProposal._meta.fields]

@@ -234,3 +234,65 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{'👍' if self.is_positive else '👎'} {self.user} on message {self.message_id}"
+
+
+class DocumentChatTurn(models.Model):
+    """One request of document chat: the question or instruction about a section and its outcome."""
+
+    conversation_id = models.CharField(max_length=64, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="document_chat_turns")
+    document = models.ForeignKey("knowledge.Document", models.CASCADE, null=True, blank=True, related_name="+")
+    section_index = models.CharField(max_length=32, blank=True)
+    section_title = models.CharField(max_length=500, blank=True)
+    message = models.TextField()
+    intent = models.CharField(max_length=32, blank=True)
+    response_type = models.CharField(max_length=16, blank=True)
+    reply = models.TextField(blank=True, help_text="The answer, or the proposal's change summary.")
+    # What the page shows beside the reply: {references, warnings, offline, retrieval_status}.
+    details = models.JSONField(default=dict, blank=True)
+    trace = models.ForeignKey(Trace, models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.intent or 'turn'}: {self.message[:60]}"
+
+
+class ProposalStatus(models.TextChoices):
+    PROPOSED = "proposed"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    CONFLICT = "conflict", "conflict (the document changed)"
+
+
+class DocumentProposal(models.Model):
+    """A rewrite of one section, proposed by document chat, waiting for the user's verdict.
+
+    `base_sha256` is the document's content when the proposal was made: accepting it after
+    the document changed would overwrite someone's edit, so it is refused as a conflict and
+    the proposal is kept for the user to copy or regenerate.
+    """
+
+    turn = models.OneToOneField(DocumentChatTurn, models.CASCADE, related_name="proposal")
+    document = models.ForeignKey("knowledge.Document", models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    section_position = models.PositiveIntegerField()
+    base_sha256 = models.CharField(max_length=64)
+    original_content = models.TextField()
+    proposed_content = models.TextField()
+    change_summary = models.TextField(blank=True)
+    operation = models.CharField(max_length=16, blank=True, help_text="condense, expand, polish, rewrite…")
+    warnings = models.JSONField(default=list, blank=True)
+    offline = models.BooleanField(default=False, help_text="Made by rules, without a language model.")
+    status = models.CharField(max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PROPOSED)
+    accepted_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} for {self.document_id} §{self.section_position}: {self.status}"

@@ -1,10 +1,12 @@
-"""URLs of the chat app: the chat screen at /, sessions, traces and the HTTP API."""
+"""URLs of the chat app: the chat screen at /, sessions, traces, the document editor and the HTTP API."""
 
 from __future__ import annotations
 
 from django.urls import path
 
 from . import api, views
+from .document_chat import api as document_chat_api
+from .document_chat import views as document_chat_views
 
 urlpatterns = [
     path("", views.chat_home, name="chat"),
@@ -17,4 +19,17 @@ urlpatterns = [
     path("api/chat", api.chat_json, name="api-chat"),
     path("api/chat/stream", api.chat_stream, name="api-chat-stream"),
     path("api/feedback", api.feedback, name="api-feedback"),
+    path("documents/<int:pk>/edit/", document_chat_views.document_editor, name="document-editor"),
+    path("documents/<int:pk>/edit/assist/", document_chat_views.document_assist, name="document-assist"),
+    path(
+        "document-proposals/<int:pk>/<str:verdict>/",
+        document_chat_views.proposal_decide,
+        name="document-proposal-decide",
+    ),
+    path("api/document-chat", document_chat_api.document_chat, name="api-document-chat"),
+    path(
+        "api/document-chat/proposals/<int:pk>/<str:verdict>",
+        document_chat_api.proposal_verdict,
+        name="api-document-proposal",
+    ),
 ]

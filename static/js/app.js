@@ -49,6 +49,24 @@
     if (form instanceof HTMLFormElement && form.hasAttribute("data-reset-after-request")) form.reset();
   });
 
+  // A list marked data-follow shows its newest entry once htmx appends one, and the form
+  // that asked gets the focus back: the reply is where the reader's eyes and keys are.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var list = event.detail.target;
+    if (!(list instanceof Element) || !list.hasAttribute("data-follow")) return;
+    var newest = list.lastElementChild;
+    if (newest) newest.scrollIntoView({ block: "nearest" });
+    var field = document.getElementById(list.getAttribute("data-follow"));
+    if (field) field.focus({ preventScroll: true });
+  });
+
+  // Lists that follow their newest entry start scrolled to it.
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-follow]").forEach(function (list) {
+      list.scrollTop = list.scrollHeight;
+    });
+  });
+
   function dropzoneOf(event) {
     return event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
   }

@@ -1,5 +1,5 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N | bench corpus --squad FILE --out DIR
-| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE]"""
+| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]"""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
+from evaluation.document_chat_bench import bench_document_chat
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_retrieval,
@@ -54,6 +55,12 @@ class Command(BaseCommand):
         chat.add_argument("--fake-llm", action="store_true", help="also measure the pipeline's own time to first token")
         chat.add_argument("--agent", metavar="TYPE", help="time this worker type on compound questions instead")
         chat.add_argument("--json", action="store_true")
+        document_chat = sub.add_parser(
+            "document-chat", help="time document chat on a KB's sections, and the re-indexing an accepted edit costs"
+        )
+        document_chat.add_argument("--kb", required=True, metavar="SLUG")
+        document_chat.add_argument("--runs", type=int, default=40, metavar="N", help="sections asked about and condensed")
+        document_chat.add_argument("--json", action="store_true")
         corpus = sub.add_parser("corpus", help="write SQuAD paragraphs out as Markdown files")
         corpus.add_argument("--squad", required=True, type=Path, metavar="FILE")
         corpus.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -64,14 +71,16 @@ class Command(BaseCommand):
             count = write_squad_corpus(options["squad"], options["out"], paragraphs_per_file=options["per_file"])
             self.stdout.write(f"wrote {count} files to {options['out']}")
             return
-        if options["target"] == "chat":
+        if options["target"] in ("chat", "document-chat"):
             kb = KnowledgeBase.objects.filter(slug=options["kb"]).select_related("owner").first()
             if kb is None:
                 raise CommandError(f"no knowledge base '{options['kb']}'")
             # Hundreds of requests each log two INFO lines; -v 2 keeps them.
             quiet = nullcontext() if options["verbosity"] >= 2 else _logs_at_most(logging.WARNING)
             with quiet:
-                if options["agent"]:
+                if options["target"] == "document-chat":
+                    report = bench_document_chat(kb, kb.owner, runs=options["runs"])
+                elif options["agent"]:
                     report = bench_agent(kb, kb.owner, options["agent"], queries=options["queries"])
                 else:
                     report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
