@@ -562,3 +562,33 @@ def test_the_benchmark_times_runs_and_counts_reused_vectors(guide, alice):
     assert report["reindex_documents"] >= 1 and report["reindex_reused_chunks"] > report["reindex_embedded_chunks"] > 0
     assert not KnowledgeBase.objects.filter(slug__startswith="bench-docchat-").exists()
     assert not DocumentProposal.objects.filter(document__kb=guide.kb).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_api_streams_under_asgi_with_an_async_iterator(alice, guide):
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    body = {"message": "How long does the breaker stay open?", "document_id": guide.pk,
+            "selected_section": {"index": "1"}, "response_mode": "sse"}
+    response = await client.post(API, json.dumps(body), content_type="application/json")
+    assert response.status_code == 200 and response.is_async
+    text = "".join([chunk.decode() if isinstance(chunk, bytes) else chunk async for chunk in response.streaming_content])
+    names = [line.removeprefix("event: ") for line in text.splitlines() if line.startswith("event: ")]
+    assert names[0] == "connected" and names[-2:] == ["answer_completed", "completed"]
+
+
+def test_the_seed_log_events_carry_the_trace_id(alice, guide, caplog):
+    caplog.set_level("INFO", logger="chat.document_chat")
+    data, _ = _run(alice, guide, _section(guide, "Circuit breaker"), "How long does the breaker stay open?")
+    events = [record.event for record in caplog.records if hasattr(record, "event")]
+    assert events == ["request_received", "rag_query_built", "rag_recall_completed", "rag_rerank_completed",
+                      "rag_quality_gate_completed", "final_content_generated", "response_completed"]
+    assert {record.trace_id for record in caplog.records if hasattr(record, "event")} == {data["trace_id"]}
+
+
+def test_a_failed_run_logs_request_failed(alice, guide, caplog):
+    caplog.set_level("INFO", logger="chat.document_chat")
+    _run(alice, guide, _section(guide, "Retries"), "")
+    assert "request_failed" in [getattr(record, "event", "") for record in caplog.records]
