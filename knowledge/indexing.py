@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -56,19 +55,18 @@ def embed_stage(run: IngestionRun) -> None:
     # embedder would only be done again at the index stage.
     kb.refresh_from_db(fields=["embedder"])
     embedder = embedder_for(kb)
-    texts = [index_text(chunk) for chunk in run.stored]
     known = live_entries(run.document, embedder.name)
-    reused = [known.get((chunk.level, _text_key(text))) for chunk, text in zip(run.stored, texts, strict=True)]
+    reused = [known.get(_reuse_key(chunk)) for chunk in run.stored]
     fresh = [position for position, entry in enumerate(reused) if entry is None]
-    embedded = iter(embed_unique(embedder, [texts[position] for position in fresh]))
+    embedded = iter(embed_unique(embedder, [index_text(run.stored[position]) for position in fresh]))
     rows = [entry[0] if entry else next(embedded) for entry in reused]
     run.vectors = (embedder.name, np.vstack(rows).astype(np.float32, copy=False))
     run.tokens = [entry[1] if entry else None for entry in reused]
     run.embedded_chunks, run.reused_chunks = len(fresh), len(rows) - len(fresh)
 
 
-def live_entries(document: Document, embedder_name: str) -> dict[tuple[int, str], tuple[np.ndarray, str]]:
-    """The live version's (vector, tokens) under an embedder, by chunk level and search-text hash.
+def live_entries(document: Document, embedder_name: str) -> dict[tuple[int, str, str], tuple[np.ndarray, str]]:
+    """The live version's (vector, tokens) under an embedder, by what its search text is made of.
 
     A new version mostly repeats the old one; its unchanged chunks need not be embedded again.
     """
@@ -76,12 +74,15 @@ def live_entries(document: Document, embedder_name: str) -> dict[tuple[int, str]
         return {}
     entries = SearchEntry.objects.filter(
         chunk__document_id=document.pk, chunk__version=document.live_version, embedder=embedder_name
-    ).select_related("chunk").only("level", "embedding", "tokens", "chunk__level", "chunk__text", "chunk__section_title")
-    return {(entry.level, _text_key(index_text(entry.chunk))): (entry.embedding, entry.tokens) for entry in entries}
+    ).select_related("chunk").only("embedding", "tokens", "chunk__level", "chunk__sha256", "chunk__section_title")
+    return {_reuse_key(entry.chunk): (entry.embedding, entry.tokens) for entry in entries}
 
 
-def _text_key(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def _reuse_key(chunk: Chunk) -> tuple[int, str, str]:
+    """Equal for two chunks exactly when their index_text and level are: the chunk's sha256 is
+    that of its text, so neither text is loaded or hashed again."""
+    title = chunk.section_title if chunk.level == Chunk.CHILD else ""
+    return chunk.level, chunk.sha256, title
 
 
 def index_stage(run: IngestionRun) -> None:
