@@ -84,7 +84,7 @@ def chat_stream(request: HttpRequest) -> HttpResponse:
     return StreamingHttpResponse(content, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def _json_body(request: HttpRequest) -> dict | JsonResponse:
+def json_body(request: HttpRequest) -> dict | JsonResponse:
     if request.content_type != "application/json":
         return request.POST.dict()
     try:
@@ -98,7 +98,7 @@ def _json_body(request: HttpRequest) -> dict | JsonResponse:
 @require_POST
 def feedback(request: HttpRequest) -> HttpResponse:
     """Record a verdict on one of the caller's answers: `{message_id, is_positive, comment?, …}`."""
-    data = _json_body(request)
+    data = json_body(request)
     if isinstance(data, JsonResponse):
         return data
     form = FeedbackApiForm(data)

@@ -19,6 +19,7 @@ from typing import Any
 from chat.document_chat.proposals import accept_proposal
 from chat.document_chat.workflow import DocChatRequest, SelectedSection, run_document_chat
 from chat.models import DocumentChatTurn, DocumentProposal, Trace
+from chat.pipeline.state import language_of
 from knowledge.editing import document_sections, is_editable
 from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import Document, IngestionJob, KnowledgeBase
@@ -27,14 +28,6 @@ from .metrics import percentile
 
 QUESTION = {"en": "What does this section say about {title}?", "zh": "这一节关于{title}说了什么？"}
 CONDENSE = {"en": "Condense this section", "zh": "精简这一节"}
-
-
-def _selected(document: Document, section) -> SelectedSection:
-    return SelectedSection(
-        index=section.index, title=section.title, content=section.source or section.text,
-        code=f"{document.pk}:{section.position}", chapter_level_1=section.chapter_level_1,
-        chapter_level_2=section.chapter_level_2, position=section.position,
-    )
 
 
 def _long_sections(document: Document, limit: int):
@@ -51,7 +44,7 @@ def _timed_run(user, document: Document, section, message: str, conversation_id:
         if event == "chunk" and not first:
             first.append((time.perf_counter() - started) * 1000)
 
-    data = run_document_chat(DocChatRequest(user, message, _selected(document, section), document, conversation_id), emit)
+    data = run_document_chat(DocChatRequest(user, message, SelectedSection.of(document, section), document, conversation_id), emit)
     total = (time.perf_counter() - started) * 1000
     return total, first[0] if first else total, data
 
@@ -65,7 +58,7 @@ def bench_document_chat(kb: KnowledgeBase, user, *, runs: int = 40) -> dict[str,
     answer_ms, modify_ms, first_ms, proposals, refused = [], [], [], 0, 0
     try:
         for document, section in pairs:
-            language = "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in section.title) else "en"
+            language = language_of(section.title)
             total, first, _ = _timed_run(user, document, section, QUESTION[language].format(title=section.title), conversation)
             answer_ms.append(total)
             first_ms.append(first)

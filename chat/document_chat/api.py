@@ -9,7 +9,6 @@ one that does not exist are the same 404; a section of another document is a 400
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import threading
@@ -24,29 +23,37 @@ from django.views.decorators.http import require_POST
 
 from agentic_rag.auth import api_auth, api_error
 from agentic_rag.ratelimit import rate_limited
-from chat.models import DocumentChatTurn
+from chat.adapters import HEARTBEAT_S, PING, sse_event
+from chat.api import SSE_HEADERS, json_body
+from chat.events import PipelineEvent
 from knowledge.editing import document_sections
-from knowledge.models import Document, KnowledgeBase
+from knowledge.models import Document
 
 from .proposals import ProposalError, accept_proposal, proposal_for, reject_proposal
-from .workflow import DocChatError, DocChatRequest, SelectedSection, run_document_chat
+from .workflow import (
+    HISTORY_TURNS,
+    DocChatError,
+    DocChatRequest,
+    SelectedSection,
+    readable_document,
+    run_document_chat,
+    stored_history,
+)
 
 logger = logging.getLogger(__name__)
 
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _END = object()
-HEARTBEAT_S = 10.0
 # Errors of the request itself answer 400 in JSON mode; the rest are the server's or the model's.
 _CLIENT_ERRORS = {"empty_message", "too_long", "unknown_section", "bad_input"}
 
 
-def readable_document(user, document_id: Any) -> Document:
+def _document(user, document_id: Any) -> Document:
     try:
         pk = int(document_id)
     except (TypeError, ValueError):
         raise DocChatError("document_id must be a number.") from None
-    document = Document.objects.select_related("kb").filter(pk=pk).first()
-    if document is None or not KnowledgeBase.objects.readable_by(user).filter(pk=document.kb_id).exists():
+    document = readable_document(user, pk)
+    if document is None:
         raise DocChatError("No such document.", "unknown_document")
     return document
 
@@ -59,14 +66,8 @@ def resolve_section(document: Document, given: dict) -> SelectedSection:
         position = next((s.position for s in sections if s.index == str(given["index"])), None)
     if position is None or not 0 <= position < len(sections):
         raise DocChatError("No such section in this document.", "unknown_section")
-    section = sections[position]
     content = given.get("content")
-    return SelectedSection(
-        index=section.index, title=section.title,
-        content=content if isinstance(content, str) and content.strip() else (section.source or section.text),
-        code=f"{document.pk}:{position}", chapter_level_1=section.chapter_level_1,
-        chapter_level_2=section.chapter_level_2, position=position,
-    )
+    return SelectedSection.of(document, sections[position], content if isinstance(content, str) and content.strip() else None)
 
 
 def _position(document: Document, given: dict) -> int | None:
@@ -98,7 +99,7 @@ def parse_request(data: dict, user) -> tuple[DocChatRequest, str]:
     if not isinstance(given, dict):
         raise DocChatError("selected_section must be an object.")
     conversation_id = str(data.get("conversation_id") or uuid.uuid4().hex)[:64]
-    document = readable_document(user, data["document_id"]) if data.get("document_id") not in (None, "") else None
+    document = _document(user, data["document_id"]) if data.get("document_id") not in (None, "") else None
     if document is not None:
         section = resolve_section(document, given)
     else:
@@ -114,29 +115,19 @@ def _history(given: Any, user, conversation_id: str) -> tuple[str, ...]:
     """The user's last six turns: from the request when it sends them, else as stored."""
     if isinstance(given, list):
         turns = [t.get("content", "") if isinstance(t, dict) and t.get("role", "user") == "user" else t for t in given]
-        return tuple(str(t)[:2000] for t in turns if isinstance(t, str) and t.strip())[-6:]
-    stored = DocumentChatTurn.objects.filter(user=user, conversation_id=conversation_id).order_by("-created_at", "-id")
-    return tuple(reversed(stored.values_list("message", flat=True)[:6]))
-
-
-def _body(request: HttpRequest) -> dict:
-    if request.content_type != "application/json":
-        return request.POST.dict()
-    try:
-        data = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise DocChatError("The body is not valid JSON.", "bad_json") from None
-    if not isinstance(data, dict):
-        raise DocChatError('Send a JSON object: {"message": "...", "selected_section": {...}}.', "bad_json")
-    return data
+        return tuple(str(t)[:2000] for t in turns if isinstance(t, str) and t.strip())[-HISTORY_TURNS:]
+    return stored_history(user, conversation_id)
 
 
 @api_auth
 @rate_limited
 @require_POST
 def document_chat(request: HttpRequest) -> HttpResponse:
+    body = json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
     try:
-        chat, mode = parse_request(_body(request), request.user)
+        chat, mode = parse_request(body, request.user)
     except DocChatError as error:
         return api_error(404 if error.code == "unknown_document" else 400, str(error), error.code)
     if mode == "json":
@@ -150,7 +141,7 @@ def document_chat(request: HttpRequest) -> HttpResponse:
 
 
 def sse(event: str, data: dict) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+    return sse_event(PipelineEvent(event, data=data))
 
 
 def _start(chat: DocChatRequest) -> queue.Queue:
@@ -178,7 +169,7 @@ def _drain(events: queue.Queue) -> Iterator[str]:
         try:
             item = events.get(timeout=HEARTBEAT_S)
         except queue.Empty:
-            yield ": ping\n\n"
+            yield PING
             continue
         if item is _END:
             return
@@ -186,15 +177,10 @@ def _drain(events: queue.Queue) -> Iterator[str]:
 
 
 async def _adrain(events: queue.Queue) -> AsyncIterator[str]:
-    while True:
-        try:
-            item = await asyncio.to_thread(events.get, True, HEARTBEAT_S)
-        except queue.Empty:
-            yield ": ping\n\n"
-            continue
-        if item is _END:
-            return
-        yield item
+    """The same lines for ASGI, which would buffer a sync iterator whole: each is awaited in a thread."""
+    lines = _drain(events)
+    while (line := await asyncio.to_thread(next, lines, None)) is not None:
+        yield line
 
 
 @api_auth

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentic_rag.llm.units import has_cjk
 from knowledge.analysis import analyze
 from knowledge.chunking import split_sentences
 
@@ -132,7 +133,7 @@ def expand(content: str, references: Sequence[tuple[str, str]], *, skip: int, te
     chosen = candidates[skip : skip + EXPAND_SENTENCES]
     if not chosen:
         return OfflineEdit("", text["no_references"] if not candidates else text["no_other"], refused=True)
-    additions = "\n\n".join(f"{sentence}（{source}）" if _has_cjk(sentence) else f"{sentence} ({source})" for _, sentence, source in chosen)
+    additions = "\n\n".join(f"{sentence}（{source}）" if has_cjk(sentence) else f"{sentence} ({source})" for _, sentence, source in chosen)
     return OfflineEdit(f"{content.rstrip()}\n\n{additions}", text["expand"].format(count=len(chosen)))
 
 
@@ -177,13 +178,9 @@ def _density(sentence: str, weights: Counter[str]) -> float:
 def _join(sentences: Sequence[str]) -> str:
     joined = ""
     for sentence in sentences:
-        separator = "" if not joined or _has_cjk(joined[-1]) or _has_cjk(sentence[:1]) else " "
+        separator = "" if not joined or has_cjk(joined[-1]) or has_cjk(sentence[:1]) else " "
         joined += separator + sentence
     return joined
-
-
-def _has_cjk(text: str) -> bool:
-    return bool(re.search(f"[{_CJK}]", text))
 
 
 def _normalised(sentence: str) -> str:

@@ -19,9 +19,8 @@ from xml.sax.saxutils import escape
 
 from agentic_rag.llm import CompletionOptions, LLMError, Message, parse_json_reply
 from agentic_rag.llm.extractive import ExtractiveProvider
-from agentic_rag.llm.units import has_cjk
 from chat.pipeline.prompt import document_element
-from chat.pipeline.state import EvidenceItem
+from chat.pipeline.state import EvidenceItem, language_of
 
 from . import offline_edit
 
@@ -32,31 +31,12 @@ _CITATION = re.compile(r"\[(\d{1,2})\]")
 
 
 @dataclass(frozen=True)
-class Reference:
-    """A gated passage the skill may use; n is its number in the prompt and the answer."""
-
-    n: int
-    doc: str
-    section: str
-    text: str
-    doc_id: int | None = None
-    chunk_id: int | None = None
-    score: float = 0.0
-    url: str = ""
-
-    def as_dict(self, preview_chars: int = 200) -> dict[str, Any]:
-        return {"n": self.n, "doc": self.doc, "section": self.section, "doc_id": self.doc_id,
-                "chunk_id": self.chunk_id, "score": round(self.score, 4), "url": self.url,
-                "preview": self.text[:preview_chars]}
-
-
-@dataclass(frozen=True)
 class SkillInput:
     message: str
     operation: str
     section_heading: str  # "2.1 模板安装"
     section_content: str
-    references: tuple[Reference, ...] = ()
+    references: tuple[EvidenceItem, ...] = ()  # the gated passages, numbered from 1
     history: tuple[str, ...] = ()
     project_info: dict = field(default_factory=dict)
     previous_proposal: str = ""
@@ -65,7 +45,7 @@ class SkillInput:
 
     @property
     def language(self) -> str:
-        return "zh" if has_cjk(self.message) else "en"
+        return language_of(self.message)
 
 
 @dataclass(frozen=True)
@@ -182,9 +162,7 @@ def _stream(llm: Any, messages: list[Message], on_chunk: OnChunk, *, max_tokens:
 
 def _messages(system: str, request: SkillInput, *, task: str) -> list[Message]:
     section = EvidenceItem(0, "KB", request.project_info.get("document", ""), request.section_content, section=request.section_heading)
-    evidence = [section] + [
-        EvidenceItem(ref.n, "KB", ref.doc, ref.text, section=ref.section) for ref in request.references
-    ]
+    evidence = [section, *request.references]
     parts = [f"<project>{escape(json.dumps(request.project_info, ensure_ascii=False))}</project>"]
     if request.history:
         parts.append("<history>\n" + "\n".join(f"<turn>{escape(turn)}</turn>" for turn in request.history) + "\n</history>")
@@ -197,10 +175,10 @@ def _messages(system: str, request: SkillInput, *, task: str) -> list[Message]:
     return [Message("system", system), Message("user", "\n".join(parts))]
 
 
-def _cited(answer: str, references: Sequence[Reference]) -> list[dict]:
+def _cited(answer: str, references: Sequence[EvidenceItem]) -> list[dict]:
     return _by_numbers([int(n) for n in _CITATION.findall(answer)], references)
 
 
-def _by_numbers(numbers: Sequence[Any], references: Sequence[Reference]) -> list[dict]:
+def _by_numbers(numbers: Sequence[Any], references: Sequence[EvidenceItem]) -> list[dict]:
     wanted = {str(n) for n in numbers}
-    return [ref.as_dict() for ref in references if str(ref.n) in wanted]
+    return [ref.as_event() for ref in references if str(ref.n) in wanted]

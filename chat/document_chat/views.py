@@ -21,20 +21,20 @@ from django_htmx.http import HttpResponseClientRedirect
 from agentic_rag.llm import get_llm
 from agentic_rag.ratelimit import check_rate, session_of
 from chat.models import DocumentChatTurn, DocumentProposal
+from chat.pipeline.state import language_of
 from knowledge.editing import EditableSection, document_sections, is_editable
-from knowledge.models import Document, KnowledgeBase
+from knowledge.models import Document
 
 from .diff import word_diff
 from .proposals import ProposalError, accept_proposal, proposal_for, reject_proposal
-from .workflow import DocChatRequest, SelectedSection, run_document_chat
+from .workflow import DocChatRequest, SelectedSection, readable_document, run_document_chat, stored_history
 
 PAGE = "chat/document_editor.html"
 REGENERATE = {"en": "Regenerate: write another version", "zh": "重新生成"}
 
 
 def _readable_document(request: HttpRequest, pk: int) -> Document:
-    readable = KnowledgeBase.objects.readable_by(request.user)
-    document = Document.objects.select_related("kb").filter(pk=pk, kb__in=readable).first()
+    document = readable_document(request.user, pk)
     if document is None:
         raise Http404("No such document.")
     return document
@@ -99,18 +99,13 @@ def document_assist(request: HttpRequest, pk: int) -> HttpResponse:
     decision = check_rate(request.user.pk, session_of(request))
     if not decision.allowed:
         return _reply_error(request, document, selected, conversation_id, decision.message)
-    history = DocumentChatTurn.objects.filter(user=request.user, conversation_id=conversation_id).order_by("-created_at", "-id")
     chat = DocChatRequest(
         user=request.user,
         message=request.POST.get("message", ""),
-        section=SelectedSection(
-            index=selected.index, title=selected.title, content=selected.source or selected.text,
-            code=f"{document.pk}:{selected.position}", chapter_level_1=selected.chapter_level_1,
-            chapter_level_2=selected.chapter_level_2, position=selected.position,
-        ),
+        section=SelectedSection.of(document, selected),
         document=document,
         conversation_id=conversation_id,
-        history=tuple(reversed(history.values_list("message", flat=True)[:6])),
+        history=stored_history(request.user, conversation_id),
     )
     data = run_document_chat(chat, lambda event, payload: None)
     if not request.htmx:
@@ -181,5 +176,5 @@ def _turn_view(turn: DocumentChatTurn) -> dict:
     }
     if proposal is not None:
         view["diff"] = word_diff(proposal.original_content, proposal.proposed_content)
-        view["regenerate"] = REGENERATE["zh" if any("\u4e00" <= ch <= "\u9fff" for ch in turn.message) else "en"]
+        view["regenerate"] = REGENERATE[language_of(turn.message)]
     return view

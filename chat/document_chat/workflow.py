@@ -29,18 +29,21 @@ from django.conf import settings
 from django.db import transaction
 
 from agentic_rag.llm import CompletionOptions, LLMError, Message, get_llm
-from agentic_rag.llm.units import has_cjk
 from agentic_rag.tracing import SpanRecorder, trace_context
 from chat.models import DocumentChatTurn, DocumentProposal, Span, Trace, TraceStatus
+from chat.pipeline.stages import chunk_urls, number_evidence
+from chat.pipeline.state import EvidenceItem, language_of
+from chat.pipeline.store import span_row
 from knowledge.candidates import Candidate
+from knowledge.editing import EditableSection
 from knowledge.gate import GateParams, apply_quality_gate
-from knowledge.models import Document
+from knowledge.models import Document, KnowledgeBase
 from knowledge.retrieval import RetrievalResult, params_for_kb, retrieve
 
 from .diff import change_counts, word_diff
 from .intent import ANSWER_SKILL, MODIFY_SKILL, SKILLS, IntentResult, recognize_intent
 from .query import build_keywords, build_query
-from .skills import Reference, SkillInput, run_answer_skill, run_modify_skill
+from .skills import SkillInput, run_answer_skill, run_modify_skill
 
 logger = logging.getLogger("chat.document_chat")
 
@@ -79,6 +82,15 @@ class SelectedSection:
     chapter_level_2: str = ""
     position: int | None = None  # order among the document's sections, when it is one
 
+    @classmethod
+    def of(cls, document: Document, section: EditableSection, content: str | None = None) -> SelectedSection:
+        """A stored section of document, with `content` (the editor's text) or its own."""
+        return cls(
+            index=section.index, title=section.title, content=content or section.source or section.text,
+            code=f"{document.pk}:{section.position}", chapter_level_1=section.chapter_level_1,
+            chapter_level_2=section.chapter_level_2, position=section.position,
+        )
+
     @property
     def heading(self) -> str:
         return " ".join(part for part in (self.index, self.title) if part)
@@ -100,6 +112,18 @@ class DocChatRequest:
     project_info: dict = field(default_factory=dict)
 
 
+def readable_document(user, pk: int) -> Document | None:
+    """The document, if it is in a knowledge base the user may read (else None, as if missing)."""
+    readable = KnowledgeBase.objects.readable_by(user)
+    return Document.objects.select_related("kb").filter(pk=pk, kb__in=readable).first()
+
+
+def stored_history(user, conversation_id: str) -> tuple[str, ...]:
+    """The user's last messages in a document conversation, oldest first."""
+    turns = DocumentChatTurn.objects.filter(user=user, conversation_id=conversation_id).order_by("-created_at", "-id")
+    return tuple(reversed(turns.values_list("message", flat=True)[:HISTORY_TURNS]))
+
+
 @dataclass
 class DocChatState:
     """What the nodes have found so far; each node returns the fields it sets."""
@@ -112,7 +136,7 @@ class DocChatState:
     keywords: list[str] = field(default_factory=list)
     recalled: RetrievalResult | None = None
     reranked: list[Candidate] = field(default_factory=list)
-    references: list[Reference] = field(default_factory=list)
+    references: list[EvidenceItem] = field(default_factory=list)
     retrieval_status: str = "skipped"
     retrieval_metrics: dict = field(default_factory=dict)
     response_type: str = ""  # answer | proposal | clarify | unsupported | general | error
@@ -219,10 +243,7 @@ def rerank_context(run: _Run) -> dict:
 def quality_gate(run: _Run) -> dict:
     state = run.state
     gate = apply_quality_gate(state.reranked, GateParams())
-    references = [
-        Reference(n, c.doc_name, c.section, c.text, c.doc_id, c.chunk_id, float(c.score), _document_url(c))
-        for n, c in enumerate(gate.references, 1)
-    ]
+    references = list(number_evidence(gate.references, (), limit=GateParams().submit_top_k, url_for=chunk_urls(run.request.document.kb.slug)))
     status = "approved" if references else ("rejected" if state.reranked else "empty")
     metrics = {
         "recalled": len(state.recalled.fused) if state.recalled else 0,
@@ -233,7 +254,7 @@ def quality_gate(run: _Run) -> dict:
     }
     _log("rag_quality_gate_completed", status=status, approved=len(references))
     run.emit("retrieval_result", {
-        "retrieval_status": status, "references": [ref.as_dict() for ref in references], "metrics": metrics,
+        "retrieval_status": status, "references": [ref.as_event() for ref in references], "metrics": metrics,
         "query": state.query,
     })
     return {"references": references, "retrieval_status": status, "retrieval_metrics": metrics}
@@ -308,7 +329,7 @@ def run_modify_skill_node(run: _Run) -> dict:
         "original_content": skill_input.section_content,
     }
     return {"response_type": "proposal", "proposal": proposal, "warnings": warnings, "offline": output.offline,
-            "answer_references": [ref.as_dict() for ref in skill_input.references]}
+            "answer_references": [ref.as_event() for ref in skill_input.references]}
 
 
 def error_handler(run: _Run) -> dict:
@@ -473,11 +494,7 @@ def _store(run: _Run, data: dict) -> None:
             status=TraceStatus.FAILED if state.error else TraceStatus.DONE, error=state.error,
             total_ms=run.spans.elapsed_ms(), first_token_ms=run.first_chunk_ms,
         )
-        Span.objects.bulk_create([
-            Span(trace=trace, name=s.name, kind=s.kind, start_ms=s.start_ms, ms=s.ms, input=s.input,
-                 output=s.output, status=s.status, error=s.error)
-            for s in run.spans.spans
-        ])
+        Span.objects.bulk_create([span_row(trace, span) for span in run.spans.spans])
         turn = DocumentChatTurn.objects.create(
             conversation_id=request.conversation_id, user=request.user, document=request.document,
             section_index=request.section.index[:32], section_title=request.section.title[:500],
@@ -537,15 +554,11 @@ def _error(message: str, code: str) -> dict:
 
 
 def _language(run: _Run) -> str:
-    return "zh" if has_cjk(run.request.message) else "en"
+    return language_of(run.request.message)
 
 
 def _brief(candidate: Candidate) -> dict:
     return {"doc": candidate.doc_name, "section": candidate.section, "score": round(float(candidate.score), 4)}
-
-
-def _document_url(candidate: Candidate) -> str:
-    return candidate.metadata.get("url", "") if isinstance(candidate.metadata, dict) else ""
 
 
 def _log(event: str, **fields: Any) -> None:

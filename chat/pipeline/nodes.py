@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.urls import reverse
 
 from chat import memory
 from chat.routing_kb import parse_worker_name
@@ -228,12 +227,7 @@ def _emit_evidence(run: ChatRun, reason: str) -> None:
 
 
 def _url_for(run: ChatRun) -> Callable[[Any], str]:
-    slug = run.kb.slug if run.kb else ""
-
-    def url(candidate: Any) -> str:
-        return reverse("document-detail", args=[slug, candidate.doc_id]) + f"#chunk-{candidate.chunk_id}"
-
-    return url
+    return stages.chunk_urls(run.kb.slug if run.kb else "")
 
 
 def _prompt(run: ChatRun) -> Outcome:

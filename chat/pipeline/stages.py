@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.urls import reverse
+
 from agentic_rag.llm import CompletionOptions
 from knowledge.candidates import Candidate
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
@@ -144,6 +146,15 @@ def run_tool_calls(
 ) -> list[ToolResult]:
     """Run the calls side by side, each within `timeout_s`."""
     return run_calls(channel, calls, context, timeout_s=timeout_s)
+
+
+def chunk_urls(kb_slug: str) -> Callable[[Candidate], str]:
+    """Links from a reference to its chunk on the document's page."""
+
+    def url(candidate: Candidate) -> str:
+        return reverse("document-detail", args=[kb_slug, candidate.doc_id]) + f"#chunk-{candidate.chunk_id}"
+
+    return url
 
 
 def number_evidence(

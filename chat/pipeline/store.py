@@ -136,7 +136,7 @@ def save_exchange(exchange: Exchange) -> Message | None:
     """Store the trace, its spans, the question and the answer; return the answer's message."""
     conversation = exchange.conversation
     trace = _create_trace(exchange)
-    Span.objects.bulk_create([_span_row(trace, span) for span in exchange.spans])
+    Span.objects.bulk_create([span_row(trace, span) for span in exchange.spans])
     rewritten = exchange.query and exchange.query != exchange.question
     Message.objects.create(
         conversation=conversation, role=Role.USER, content=exchange.question, trace=trace,
@@ -169,7 +169,7 @@ def _create_trace(exchange: Exchange) -> Trace:
     )
 
 
-def _span_row(trace: Trace, span: SpanRecord) -> Span:
+def span_row(trace: Trace, span: SpanRecord) -> Span:
     return Span(
         trace=trace,
         name=span.name,

@@ -15,7 +15,7 @@ from chat.document_chat.intent import IntentResult, keyword_intent, normalise, r
 from chat.document_chat.offline_edit import propose
 from chat.document_chat.proposals import ProposalError, accept_proposal
 from chat.document_chat.query import MAX_KEYWORDS, MAX_QUERY_CHARS, build_keywords, build_query
-from chat.document_chat.skills import Reference, SkillInput, run_answer_skill, run_modify_skill
+from chat.document_chat.skills import SkillInput, run_answer_skill, run_modify_skill
 from chat.document_chat.workflow import (
     EVENT_TYPES,
     Collaborators,
@@ -26,6 +26,7 @@ from chat.document_chat.workflow import (
     run_document_chat,
 )
 from chat.models import DocumentProposal, ProposalStatus, Trace
+from chat.pipeline.state import EvidenceItem
 from knowledge.editing import document_sections
 from knowledge.ingest import submit_document
 from knowledge.models import Document, KnowledgeBase, Visibility
@@ -72,11 +73,7 @@ def guide(kb):
 
 
 def _section(document: Document, title: str) -> SelectedSection:
-    found = next(s for s in document_sections(document) if s.title == title)
-    return SelectedSection(
-        index=found.index, title=found.title, content=found.source, code=f"{document.pk}:{found.position}",
-        chapter_level_1=found.chapter_level_1, chapter_level_2=found.chapter_level_2, position=found.position,
-    )
+    return SelectedSection.of(document, next(s for s in document_sections(document) if s.title == title))
 
 
 def _run(user, document, section, message, *, llm=None, conversation_id="c1"):
@@ -192,7 +189,7 @@ def test_keywords_come_from_the_last_six_turns_only():
 # --- skills -------------------------------------------------------------------------------
 
 SECTION = GUIDE.split("## 1 Circuit breaker\n\n")[1].split("\n\n## 2")[0]
-REFS = (Reference(1, "breaker-notes.md", "Tuning", BREAKER_NOTES.split("## Tuning\n\n")[1], doc_id=1, chunk_id=1),)
+REFS = (EvidenceItem(1, "KB", "breaker-notes.md", BREAKER_NOTES.split("## Tuning\n\n")[1], doc_id=1, chunk_id=1, section="Tuning"),)
 
 
 def test_offline_answer_is_extractive_and_cites(extractive):
@@ -337,21 +334,15 @@ def test_an_empty_message_is_an_error_event_then_completed(alice, guide):
     assert events[-1][1]["status"] == "failed"
 
 
-def test_a_failing_node_goes_to_the_error_handler(alice, guide):
+def test_a_failing_node_goes_to_the_error_handler(alice, guide, extractive):
     def broken_search(*args, **kwargs):
         raise RuntimeError("index unavailable")
 
     request = DocChatRequest(alice, "How long does it stay open?", _section(guide, "Circuit breaker"), guide, "c1")
     events: list = []
-    data = run_document_chat(request, lambda e, p: events.append(e), collaborators=Collaborators(llm=model_router_offline(), retrieve=broken_search))
+    data = run_document_chat(request, lambda e, p: events.append(e), collaborators=Collaborators(llm=extractive, retrieve=broken_search))
     assert data["error"]["code"] == "internal" and "vector recall" in data["error"]["message"]
     assert events[-2:] == ["error", "completed"]
-
-
-def model_router_offline():
-    from agentic_rag.llm import LLMConfig, build_llm
-
-    return build_llm(LLMConfig())
 
 
 # --- accept, versions and re-indexing -------------------------------------------------------
