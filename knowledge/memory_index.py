@@ -24,7 +24,7 @@ from agentic_rag.vectors import parse_vector
 
 from .bm25 import BM25Index
 from .models import KnowledgeBase
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, best_of, chunk_info, live_entries, most_tagged
+from .search import CHUNK_FIELDS, ChunkInfo, Hit, Placed, best_of, chunk_info, live_entries, most_tagged
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,7 +268,7 @@ class MemoryBackend:
             scores[positions] = snapshot.levels[level].vectors[rows] @ query
         return scores
 
-    def neighbours(self, kb, chunks: Sequence[ChunkInfo]) -> Mapping[tuple[int, int, int], str]:
+    def neighbours(self, kb, chunks: Sequence[Placed]) -> Mapping[tuple[int, int, int], str]:
         by_position = self.snapshot(kb).by_position
         wanted = {(c.doc_id, c.level, c.index + step) for c in chunks for step in (-1, 1)}
         return {key: by_position[key] for key in wanted if key in by_position}

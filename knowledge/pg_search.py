@@ -1,4 +1,4 @@
-"""The full-stack search backend: pgvector HNSW and PostgreSQL full-text, no index in process.
+"""The full-stack search backend: pgvector HNSW and a BM25 inverted index in SQL, none in process.
 
 Every call is SQL over the KB's live search entries (`chunk.version = document.live_version`,
 under the embedder the KB row names now), so all processes see a change once it commits.
@@ -8,9 +8,10 @@ under the embedder the KB row names now), so all processes see a change once it 
   filtered scan going until enough rows pass. Whether to use the index or score the KB's
   rows exactly is decided here, from cached counts (see _HNSW_READ_COST); a restriction to
   given chunks is always exact.
-- Keyword: the GIN index on `to_tsvector('simple', tokens)` finds the rows holding each
-  query token; they are ranked by Okapi BM25 (Lucene's idf), with term frequencies counted
-  in the space-joined tokens and N and the mean length cached per content version.
+- Keyword: Okapi BM25 with Lucene's idf, the embedded leg's formula and scores, over the
+  postings (term, chunk, tf, dl) and document frequencies that triggers keep beside the
+  entries (migration 0007); `knowledge_search_bm25` ranks there, by MaxScore. N and the
+  mean length are cached per content version.
 
 Both legs rank the KB's entries on their own table, then test liveness (two primary-key
 lookups) only for the best rows, best first: joining chunk and document before ranking
@@ -19,6 +20,7 @@ would make the planner hash whole tables or give up the HNSW ordering.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
@@ -34,7 +36,7 @@ from agentic_rag.vectors import to_pgvector_text
 
 from .bm25 import BM25Params
 from .models import Chunk, KnowledgeBase, SearchEntry
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, chunk_info, most_tagged
+from .search import ChunkInfo, Hit, Placed, best_of, chunk_info, most_tagged
 
 # The KB's entries under the embedder its row names now: reading it in the query, not from
 # the caller's KB object, matches MemoryBackend, which rereads it too.
@@ -55,7 +57,7 @@ _IS_LIVE = """EXISTS (
 
 # Ranked rows fetched per wanted hit, before liveness: entries of a version still being
 # ingested (or just replaced) are the only ones that fail, and rarely many at once.
-_FETCH_FACTOR, _FETCH_EXTRA = 2, 10
+_FETCH_FACTOR, _FETCH_EXTRA = 1, 10
 _MIN_EF_SEARCH, _MAX_EF_SEARCH = 64, 1000
 # The planner prices an exact scan without reading TOASTed vectors (~12 us a row for 1024-d
 # here), so it picks one over the HNSW index even for 10k rows (119 ms against 7 ms); the
@@ -80,56 +82,24 @@ _ONLY = "AND e.chunk_id = ANY(%(only)s::bigint[])"
 # Exact: best score first, an order no index provides, so every row is scored.
 _EXACT_ORDER = "1 - (e.embedding::vector({dims}) <=> %(query)s::vector({dims})) DESC, e.chunk_id"
 
-# Each term's postings come from its own index scan, so only rows holding a term are read,
-# and df is their count. A row's length is its tokens' bytes, a stand-in for their count
-# that needs no parsing (BM25 nDCG@10 on cranfield-beir: 0.380 with bytes, 0.383 with
-# counts). tf is a lookup in the row's term counts (jsonb, kept by a trigger: migration
-# 0004); a restricted query looks it up only in the chunks it may return. A query's
-# cross-language variants share most terms, so one statement reads each term's postings
-# once and keeps each chunk's best variant (one statement per variant: keyword leg p50 13.9
-# ms on cranfield-beir; one for all: 12.0 ms).
+# The keyword leg: ranked next to the data by knowledge_search_bm25 (migration 0007),
+# whose steps' plans PL/pgSQL keeps: planned as one statement from here they took 1.4 ms.
 _KEYWORD_SQL = """
-    WITH query(variant, term, qtf) AS (
-        SELECT * FROM unnest(%(variants)s::int[], %(terms)s::text[], %(counts)s::int[])
-    ),
-    postings AS (
-        SELECT e.chunk_id, t.term, octet_length(e.tokens) AS dl, {tf} AS tf
-        FROM unnest(%(distinct_terms)s::text[]) AS t(term)
-        JOIN knowledge_searchentry e
-          ON to_tsvector('simple', e.tokens) @@ plainto_tsquery('simple', t.term)
-        WHERE {entries} AND e.level = %(level)s
-    ),
-    idf AS (
-        SELECT term, ln(1 + (%(n)s::float8 - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-        FROM postings GROUP BY term
-    ),
-    scored AS (
-        SELECT q.variant, p.chunk_id,
-               sum(q.qtf * i.idf * p.tf * (%(k1)s::float8 + 1) / (p.tf + %(k1)s::float8
-                   * (1 - %(b)s::float8 + %(b)s::float8 * p.dl / %(avgdl)s::float8))) AS score
-        FROM query q JOIN postings p USING (term) JOIN idf i USING (term)
-        WHERE p.tf > 0
-        GROUP BY q.variant, p.chunk_id
-    )
-    SELECT s.chunk_id, s.score, {is_live}
-    FROM (
-        SELECT chunk_id, max(score) AS score FROM scored
-        GROUP BY chunk_id
-        ORDER BY score DESC, chunk_id
-        LIMIT %(fetch)s
-    ) s
+    SELECT chunk_id, score, is_live FROM knowledge_search_bm25(
+        %(kb)s, %(level)s, %(embedder)s, %(terms)s::text[], %(counts)s::integer[], %(n)s, %(avgdl)s,
+        %(only)s::bigint[], %(fetch)s, %(k1)s, %(b)s)
 """
-_TF = "coalesce((e.term_counts ->> t.term)::int, 0)"
-_TF_ONLY = f"CASE WHEN e.chunk_id = ANY(%(only)s::bigint[]) THEN {_TF} ELSE 0 END"
 
 _STATS_SQL = f"""
-    SELECT count(*), coalesce(avg(octet_length(e.tokens)), 0), coalesce(max(e.dims), 0),
+    SELECT count(*), coalesce(avg(cardinality(array_remove(string_to_array(e.tokens, ' '), ''))), 0),
+           coalesce(max(e.dims), 0),
            (SELECT greatest(i.reltuples, 0) FROM pg_class i
             WHERE i.relname = 'knowledge_searchentry_hnsw_' || max(e.dims))
     FROM knowledge_searchentry e
     WHERE {_ENTRIES} AND e.level = %(level)s
 """
 _STATS_TTL_S = 3600
+_VERSION_SQL = "SELECT content_version, embedder, created_at FROM knowledge_knowledgebase WHERE id = %s"
 
 _TAGGED_SQL = f"""
     WITH pairs AS (
@@ -157,6 +127,14 @@ _COSINES_SQL = """
     WHERE {entries} AND e.dims = {dims} AND e.chunk_id = ANY(%(ids)s::bigint[])
 """
 
+# CHUNK_FIELDS in raw SQL: the ORM spent more building this query than the database running it.
+_CHUNKS_SQL = f"""
+    SELECT e.chunk_id, c.document_id, d.name, c.text, e.level, c.parent_id, c.index, c.section_index,
+           c.section_title, c.chapter_level_1, c.chapter_level_2, c.tags, d.metadata, e.tokens
+    {_LIVE_FROM}
+    WHERE {_ENTRIES} AND e.chunk_id = ANY(%(ids)s::bigint[])
+"""
+
 _NEIGHBOURS_SQL = f"""
     SELECT c.document_id, c.level, c.index, c.text
     FROM unnest(%(docs)s::bigint[], %(levels)s::int[], %(indexes)s::int[]) AS w(doc, level, idx)
@@ -172,11 +150,12 @@ class CorpusStats:
     """What the legs need to know about a KB level beyond the rows they rank."""
 
     rows: int
-    mean_length: float  # of the tokens, in bytes
+    mean_length: float  # in tokens
     dims: int
     # Rows in the HNSW index of that dimension, every KB's, as of the last ANALYZE (0: not
     # counted yet); None when no index covers the dimension.
     indexed_rows: int | None
+    embedder: str  # the one whose entries these are
 
     def is_worth_hnsw(self, dims: int, fetch: int) -> bool:
         """Whether a filtered HNSW scan for `fetch` rows beats scoring every row exactly."""
@@ -194,11 +173,6 @@ def vector_sql(dims: int, *, is_ann: bool, restricted: bool = False) -> str:
     )
 
 
-def keyword_sql(*, restricted: bool) -> str:
-    """The keyword leg; restricted ranks only the chunks in %(only)s (statistics stay whole)."""
-    return _KEYWORD_SQL.format(entries=_ENTRIES, is_live=_IS_LIVE, tf=_TF_ONLY if restricted else _TF)
-
-
 def _live_entries(kb: KnowledgeBase) -> QuerySet:
     """The KB's live search entries under the embedder its row names (not the object's copy)."""
     embedder = KnowledgeBase.objects.filter(pk=kb.pk).values("embedder")
@@ -214,33 +188,38 @@ class PgBackend:
         self.params = params
 
     def keyword(self, kb, tokens: Sequence[str], *, level: int, top_k: int, only=None) -> list[Hit]:
-        return self.keyword_variants(kb, [tokens], level=level, top_k=top_k, only=only)
-
-    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
-                         only=None) -> list[Hit]:
-        # A token without a letter or digit parses to no lexeme: the index cannot look it up.
-        counted = [Counter(token for token in tokens if any(ch.isalnum() for ch in token)) for tokens in variants]
-        rows = [(variant, term, qtf) for variant, counts in enumerate(counted) for term, qtf in counts.items()]
-        if not rows or top_k <= 0 or (only is not None and not only):
+        counts = Counter(tokens)
+        if not counts or top_k <= 0 or (only is not None and not only):
             return []
         stats = self.corpus_stats(kb, level)
         if stats.rows == 0:
             return []
-        numbers, terms, counts = (list(column) for column in zip(*rows, strict=True))
+        terms = sorted(counts)
         params = {
-            "kb": kb.pk, "level": level, "variants": numbers, "terms": terms, "counts": counts,
-            "distinct_terms": sorted(set(terms)), "n": stats.rows, "avgdl": stats.mean_length or 1.0,
-            "k1": float(self.params.k1), "b": float(self.params.b), "only": _ids(only),
+            "kb": kb.pk, "level": level, "embedder": stats.embedder, "terms": terms,
+            "counts": [counts[term] for term in terms], "n": stats.rows, "avgdl": stats.mean_length or 1.0,
+            "only": None if only is None else _ids(only), "k1": float(self.params.k1), "b": float(self.params.b),
         }
-        sql = keyword_sql(restricted=only is not None)
-        return _best_live(lambda fetch: (sql, False), params, top_k)
+
+        def rank(fetch: int) -> list[tuple]:
+            with connection.cursor() as cursor:
+                cursor.execute(_KEYWORD_SQL, {**params, "fetch": fetch})
+                return cursor.fetchall()
+
+        return _best_live(rank, top_k)
+
+    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
+                         only=None) -> list[Hit]:
+        hit_lists = [self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants]
+        return best_of(hit_lists, top_k)
 
     def corpus_stats(self, kb, level: int) -> CorpusStats:
         """Row count, mean length and index size of the KB level, cached per content version."""
-        row = KnowledgeBase.objects.filter(pk=kb.pk).values_list("content_version", "embedder", "created_at")
-        version = row.first()
+        with connection.cursor() as cursor:  # the ORM took 1.3 ms to ask for this row
+            cursor.execute(_VERSION_SQL, [kb.pk])
+            version = cursor.fetchone()
         if version is None:
-            return CorpusStats(0, 0.0, 0, None)
+            return CorpusStats(0, 0.0, 0, None, "")
         # created_at tells a KB from one with the same pk in a database created again (tests).
         content_version, embedder, created_at = version
         key = f"pg-search:stats:{kb.pk}:{created_at.timestamp()}:{content_version}:{embedder}:{level}"
@@ -249,7 +228,8 @@ class PgBackend:
             with connection.cursor() as cursor:
                 cursor.execute(_STATS_SQL, {"kb": kb.pk, "level": level})
                 rows, mean_length, dims, indexed_rows = cursor.fetchone()
-            stats = (int(rows), float(mean_length), int(dims), None if indexed_rows is None else int(indexed_rows))
+            indexed_rows = None if indexed_rows is None else int(indexed_rows)
+            stats = (int(rows), float(mean_length), int(dims), indexed_rows, embedder)
             shared_cache.set(key, stats, _STATS_TTL_S)
         return CorpusStats(*stats)
 
@@ -263,17 +243,25 @@ class PgBackend:
         stats = self.corpus_stats(kb, level) if is_ann_possible else None
         params = {"kb": kb.pk, "level": level, "query": to_pgvector_text(query), "only": _ids(only)}
 
-        def plan(fetch: int) -> tuple[str, bool]:
+        def rank(fetch: int) -> list[tuple]:
             is_ann = stats is not None and stats.is_worth_hnsw(dims, fetch)
-            return vector_sql(dims, is_ann=is_ann, restricted=only is not None), is_ann
+            sql = vector_sql(dims, is_ann=is_ann, restricted=only is not None)
+            # SET LOCAL needs a transaction of its own.
+            with transaction.atomic() if is_ann else nullcontext(), connection.cursor() as cursor:
+                if is_ann:
+                    _use_hnsw(cursor, fetch)
+                cursor.execute(sql, {**params, "fetch": fetch})
+                return cursor.fetchall()
 
-        return _best_live(plan, params, top_k)
+        return _best_live(rank, top_k)
 
     def chunks(self, kb, chunk_ids: Collection[int]) -> dict[int, ChunkInfo]:
         if not chunk_ids:
             return {}
-        rows = _live_entries(kb).filter(chunk_id__in=list(chunk_ids)).values_list(*CHUNK_FIELDS)
-        return {row[0]: chunk_info(row) for row in rows}
+        with connection.cursor() as cursor:
+            cursor.execute(_CHUNKS_SQL, {"kb": kb.pk, "ids": _ids(chunk_ids)})
+            rows = cursor.fetchall()
+        return {row[0]: chunk_info((*row[:11], _json(row[11]), _json(row[12]), row[13])) for row in rows}
 
     def tagged(self, kb, keywords: Sequence[str], *, limit: int, max_share: float | None = None) -> list[int]:
         # strpos on lowercased tags is ILIKE '%keyword%' without LIKE's wildcards in keywords.
@@ -308,7 +296,7 @@ class PgBackend:
                 scores[i] = score
         return scores
 
-    def neighbours(self, kb, chunks: Sequence[ChunkInfo]) -> Mapping[tuple[int, int, int], str]:
+    def neighbours(self, kb, chunks: Sequence[Placed]) -> Mapping[tuple[int, int, int], str]:
         wanted = sorted({(c.doc_id, c.level, c.index + step) for c in chunks for step in (-1, 1)})
         wanted = [key for key in wanted if key[2] >= 0]
         if not wanted:
@@ -328,26 +316,25 @@ class PgBackend:
         return KnowledgeBase.objects.filter(pk=kb.pk).values_list("embedder", flat=True).first() or ""
 
 
-def _best_live(plan: Callable[[int], tuple[str, bool]], params: dict, top_k: int) -> list[Hit]:
-    """Run a ranked query whose rows say if their chunk is live; fetch more until top_k are.
+def _best_live(rank: Callable[[int], Sequence[tuple]], top_k: int) -> list[Hit]:
+    """Rank rows that say if their chunk is live, fetching more until top_k are.
 
-    `plan(fetch)` gives the SQL and whether it must scan the HNSW index.
+    `rank(fetch)` gives up to `fetch` (chunk id, score, is live, ...) rows, best first.
     """
     fetch = _FETCH_FACTOR * top_k + _FETCH_EXTRA
     while True:
-        sql, is_ann = plan(fetch)
-        # SET LOCAL needs a transaction of its own; the keyword leg does not.
-        with transaction.atomic() if is_ann else nullcontext(), connection.cursor() as cursor:
-            if is_ann:
-                _use_hnsw(cursor, fetch)
-            cursor.execute(sql, {**params, "fetch": fetch})
-            rows = cursor.fetchall()
-        hits = [(int(chunk_id), float(score)) for chunk_id, score, is_live in rows if is_live]
+        rows = rank(fetch)
+        hits = [(int(row[0]), float(row[1])) for row in rows if row[2]]
         if len(hits) >= top_k or len(rows) < fetch:
             # An iterative HNSW scan may yield rows slightly out of order (relaxed_order).
             hits = [hit for hit in hits if np.isfinite(hit[1])]
             return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:top_k]
         fetch *= 4
+
+
+def _json(value):
+    """A jsonb column as Python: Django has psycopg hand jsonb over as text, for its fields to parse."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _ids(chunk_ids: Collection[int] | None) -> list[int]:

@@ -326,8 +326,8 @@ def _second_stage(params: RetrievalParams, warnings: list[str]) -> Reranker | No
 
 
 def _neighbour_lookup(context: SearchContext, ranked: Sequence[Candidate]):
-    infos = context.backend.chunks(context.kb, [c.chunk_id for c in ranked])
-    texts = context.backend.neighbours(context.kb, list(infos.values()))
+    # Candidates know their place; loading their chunks again cost the PostgreSQL backend a query.
+    texts = context.backend.neighbours(context.kb, ranked)
 
     def lookup(candidate: Candidate) -> tuple[str, str]:
         key = (candidate.doc_id, candidate.level)

@@ -22,6 +22,14 @@ from .models import KnowledgeBase, SearchEntry
 Hit = tuple[int, float]  # (chunk id, score), best first
 
 
+class Placed(Protocol):
+    """Where a chunk sits: a ChunkInfo or a Candidate."""
+
+    doc_id: int
+    level: int
+    index: int
+
+
 @dataclass(frozen=True)
 class ChunkInfo:
     """What a candidate needs to know about its chunk, loaded once."""
@@ -98,7 +106,7 @@ class SearchBackend(Protocol):
 
     def cosines(self, kb: KnowledgeBase, query: np.ndarray, chunk_ids: Sequence[int]) -> np.ndarray: ...
 
-    def neighbours(self, kb: KnowledgeBase, chunks: Sequence[ChunkInfo]) -> Mapping[tuple[int, int, int], str]:
+    def neighbours(self, kb: KnowledgeBase, chunks: Sequence[Placed]) -> Mapping[tuple[int, int, int], str]:
         """Texts of the chunks right before and after each given one, keyed (doc, level, index)."""
         ...
 
@@ -176,13 +184,17 @@ def best_of(hit_lists: Sequence[Sequence[Hit]], top_k: int) -> list[Hit]:
 def refresh_planner_statistics() -> None:
     """After a bulk load on PostgreSQL, let the planner see the new rows at once.
 
-    Until autovacuum analyses them, the planner takes a fresh KB's entries for one row and
-    evaluates full-text matches row by row instead of through the GIN index: 800 ms
-    instead of 20 for a keyword query on cranfield-beir right after its import.
+    Until autovacuum analyses them (if it runs at all), the planner takes a fresh KB's rows
+    for none: it once read every row of a KB to match a few terms (800 ms instead of 20 for
+    a keyword query on cranfield-beir right after its import), and still prices the vector
+    leg's joins blind.
     """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE knowledge_searchentry, knowledge_chunk, knowledge_document")
+            cursor.execute(
+                "ANALYZE knowledge_searchentry, knowledge_chunk, knowledge_document,"
+                " knowledge_searchposting, knowledge_searchterm"
+            )
 
 
 _backend: SearchBackend | None = None

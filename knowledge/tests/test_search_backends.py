@@ -7,7 +7,6 @@ indexes and that both backends agree on the same data.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -461,21 +460,62 @@ def test_it_treats_query_tokens_as_data(kb, docs, backend):
 def test_it_agrees_with_the_memory_backend_on_postgresql(kb, docs, backend):
     memory = MemoryBackend()
     query = query_vector("curing concrete in cold weather")
-    tokens = analyze("curing concrete in cold weather 混凝土 养护")
 
     for level in (Chunk.PARENT, Chunk.CHILD):
         pg_hits = backend.vector(kb, query, level=level, top_k=10)
         memory_hits = memory.vector(kb, query, level=level, top_k=10)
         assert ids(pg_hits) == ids(memory_hits)
         assert np.allclose([s for _, s in pg_hits], [s for _, s in memory_hits], atol=1e-4)
-        pg_keyword = backend.keyword(kb, tokens, level=level, top_k=10)
-        memory_keyword = memory.keyword(kb, tokens, level=level, top_k=10)
-        assert set(ids(pg_keyword)) == set(ids(memory_keyword))
-        assert ids(pg_keyword)[0] == ids(memory_keyword)[0]
     chunk_ids = [chunk.pk for chunk in Chunk.objects.filter(kb=kb)]
     assert np.allclose(backend.cosines(kb, query, chunk_ids), memory.cosines(kb, query, chunk_ids), atol=1e-4)
     assert backend.in_chapter(kb, "混凝土养护", "养护时间") == memory.in_chapter(kb, "混凝土养护", "养护时间")
     assert backend.tagged(kb, ["gb", "施工"], limit=20) == memory.tagged(kb, ["gb", "施工"], limit=20)
+
+
+KEYWORD_QUERIES = [
+    "curing concrete in cold weather 混凝土 养护",
+    "concrete",  # in most rows: the rows are ranked by their length and tf alone
+    "the of and a concrete formwork",  # frequent words around two that matter
+    "formwork formwork concrete",  # a repeated term counts twice
+    "zeolite",
+]
+
+
+@postgresql_only
+@pytest.mark.parametrize("text", KEYWORD_QUERIES)
+def test_the_keyword_leg_scores_as_the_memory_backend_does(kb, docs, backend, text):
+    memory = MemoryBackend()
+    tokens = analyze(text)
+    some_children = [chunk.pk for chunk in Chunk.objects.filter(kb=kb, level=Chunk.CHILD)][::2]
+
+    for level, top_k, only in [(Chunk.PARENT, 10, None), (Chunk.CHILD, 10, None), (Chunk.CHILD, 3, None),
+                               (Chunk.CHILD, 50, None), (Chunk.CHILD, 10, some_children)]:
+        pg_hits = backend.keyword(kb, tokens, level=level, top_k=top_k, only=only)
+        memory_hits = memory.keyword(kb, tokens, level=level, top_k=top_k, only=only)
+        assert ids(pg_hits) == ids(memory_hits)
+        assert np.allclose([s for _, s in pg_hits], [s for _, s in memory_hits], rtol=1e-6)
+        assert only is None or set(ids(pg_hits)) <= set(only)
+
+
+@postgresql_only
+def test_the_keyword_leg_skips_frequent_terms_yet_ranks_exactly(kb, backend):
+    # Forty rows share five frequent words; three rare words pick out a few rows. The
+    # exact ranking by MaxScore must equal BM25 over every posting (the memory backend).
+    rng = np.random.default_rng(5)
+    frequent, rare = ["alpha", "beta", "gamma", "delta", "omega"], ["quartz", "basalt", "granite"]
+    paragraphs = []
+    for row in range(40):
+        words = list(rng.choice(frequent, size=12)) + [rare[row % 3]] * int(row % 5 == 0) + ["filler"] * (row % 7)
+        paragraphs.append(" ".join(words))
+    ingest(kb, "rocks.txt", "\n\n".join(paragraphs))
+    memory = MemoryBackend()
+
+    for text in ["alpha beta quartz", "alpha beta gamma delta omega", "granite omega omega", "basalt quartz alpha"]:
+        for top_k in (1, 4, 15):
+            pg_hits = backend.keyword(kb, analyze(text), level=Chunk.CHILD, top_k=top_k)
+            memory_hits = memory.keyword(kb, analyze(text), level=Chunk.CHILD, top_k=top_k)
+            assert ids(pg_hits) == ids(memory_hits)
+            assert np.allclose([s for _, s in pg_hits], [s for _, s in memory_hits], rtol=1e-6)
 
 
 @postgresql_only
@@ -503,7 +543,7 @@ def _recording(function, calls: list):
 
 
 @postgresql_only
-def test_it_can_use_the_hnsw_and_gin_indexes(kb, docs):
+def test_it_can_use_the_hnsw_index(kb, docs):
     from knowledge import pg_search
 
     query = pg_search.to_pgvector_text(query_vector("concrete"))
@@ -511,14 +551,9 @@ def test_it_can_use_the_hnsw_and_gin_indexes(kb, docs):
     # With the settings the backend scans HNSW with, only a matching index avoids a sort.
     vector_plan = _plan(pg_search.vector_sql(1024, is_ann=True), common, as_ann=True)
     exact_plan = _plan(pg_search.vector_sql(1024, is_ann=False, restricted=True), common, as_ann=True)
-    keyword = {"variants": [0, 0], "terms": ["zeolit", "concret"], "counts": [1, 1],
-               "distinct_terms": ["concret", "zeolit"], "n": 10, "avgdl": 100.0, "k1": 1.5, "b": 0.75}
-    # On a few rows the KB's btree beats any GIN lookup; without it the GIN index must serve.
-    keyword_plan = _plan(pg_search.keyword_sql(restricted=False), {**common, **keyword}, without=_kb_indexes())
 
     assert "Index Scan using knowledge_searchentry_hnsw_1024" in vector_plan
     assert "hnsw" not in exact_plan
-    assert "Bitmap Index Scan on knowledge_searchentry_fts" in keyword_plan
 
 
 def _plan(sql: str, params: dict, *, without: Sequence[str] = (), as_ann: bool = False) -> str:
@@ -561,18 +596,61 @@ def test_a_sharded_vector_scan_gives_the_single_scan_scores(settings, threads):
     np.testing.assert_allclose(similarities(vectors[:5], query), vectors[:5] @ query, rtol=1e-5, atol=1e-5)
 
 
-@postgresql_only
-def test_the_database_keeps_term_counts_for_the_keyword_leg(kb, docs):
-    entry = SearchEntry.objects.filter(kb=kb).exclude(tokens="").first()
+def _postings(entry_id: int) -> dict[str, tuple[int, int]]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT term_counts FROM knowledge_searchentry WHERE id = %s", [entry.pk])
-        (counts,) = cursor.fetchone()
-        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'knowledge_searchentry_fts'")
-        (options,) = cursor.fetchone()
+        cursor.execute("SELECT term, tf, dl FROM knowledge_searchposting WHERE entry_id = %s", [entry_id])
+        return {term: (tf, dl) for term, tf, dl in cursor.fetchall()}
 
-    counts = counts if isinstance(counts, dict) else json.loads(counts)
-    expected = {}
-    for token in entry.tokens.split():
-        expected[token] = expected.get(token, 0) + 1
-    assert counts == expected
-    assert "fastupdate=off" in options
+
+def _df(kb, term: str, level: int = Chunk.CHILD) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(df), 0) FROM knowledge_searchterm WHERE kb_id = %s AND level = %s AND term = %s",
+            [kb.pk, level, term],
+        )
+        return int(cursor.fetchone()[0])
+
+
+@postgresql_only
+def test_the_database_keeps_postings_and_document_frequencies(kb, docs):
+    entry = SearchEntry.objects.filter(chunk__document=docs["curing"], level=Chunk.CHILD).exclude(tokens="").first()
+    tokens = entry.tokens.split()
+    term = tokens[0]
+    holding = SearchEntry.objects.filter(kb=kb, level=Chunk.CHILD)
+    expected_df = sum(term in other.split() for other in holding.values_list("tokens", flat=True))
+
+    assert _postings(entry.pk) == {token: (tokens.count(token), len(tokens)) for token in set(tokens)}
+    assert _df(kb, term) == expected_df
+
+    SearchEntry.objects.filter(pk=entry.pk).update(tokens="brand new brand")
+    assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
+    assert _df(kb, term) == expected_df - 1 and _df(kb, "brand") == 1
+
+    SearchEntry.objects.filter(pk=entry.pk).update(embedding=entry.embedding)  # the vector alone: no change
+    assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
+
+    delete_document(docs["curing"])
+    assert _postings(entry.pk) == {}
+    remaining = SearchEntry.objects.filter(kb=kb, level=Chunk.CHILD).values_list("tokens", flat=True)
+    assert _df(kb, term) == sum(term in other.split() for other in remaining)
+
+
+@postgresql_only
+def test_document_frequencies_fold_into_one_row_per_term_as_content_changes(kb):
+    for number in range(12):
+        ingest(kb, f"note-{number}.txt", f"Shared words in note {number}.")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM knowledge_searchterm WHERE kb_id = %s"
+            " GROUP BY level, embedder, term) counted",
+            [kb.pk],
+        )
+        (most_rows,) = cursor.fetchone()
+
+    assert most_rows <= 9  # folded past 8 rows at a content change (migration 0007)
+    assert _df(kb, "share") == 12 or _df(kb, "shared") == 12
+
+    KnowledgeBase.objects.filter(pk=kb.pk).delete()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
+        assert cursor.fetchone()[0] == 0
