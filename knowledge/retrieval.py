@@ -9,7 +9,7 @@ Each stage's time lands in `timings_ms`, each leg's hits in `legs`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Literal
@@ -147,8 +147,15 @@ class SearchContext:
         return best_of([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)
 
     def candidates(self, hits: Sequence[Hit], source: str) -> list[Candidate]:
-        infos = self.backend.chunks(self.kb, [chunk_id for chunk_id, _ in hits])
-        return [infos[c].candidate(score, source) for c, score in hits if c in infos]
+        return self.candidates_by_source({source: hits})[source]
+
+    def candidates_by_source(self, hits_by_source: Mapping[str, Sequence[Hit]]) -> dict[str, list[Candidate]]:
+        """Each source's hits as candidates, their chunks loaded in one call for all sources."""
+        infos = self.backend.chunks(self.kb, {c for hits in hits_by_source.values() for c, _ in hits})
+        return {
+            source: [infos[c].candidate(score, source) for c, score in hits if c in infos]
+            for source, hits in hits_by_source.items()
+        }
 
     def fill_vector_scores(self, candidates: Sequence[Candidate]) -> None:
         """Give every candidate its cosine to the query, for rerank and the gate."""
@@ -228,13 +235,12 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
         keywords = [t for tokens in context.tokens for t in tokens]
         bonuses = FusionBonuses().scaled(params.paths.bonus_scale)
         return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope, bonuses=bonuses))
-    legs = {}
+    hits = {}
     if params.mode in ("bm25", "hybrid", "hybrid+graph"):
-        hits = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
-        legs["bm25"] = context.candidates(hits, "bm25")
+        hits["bm25"] = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
     if params.mode in ("vector", "hybrid", "hybrid+graph"):
-        hits = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
-        legs["vector"] = context.candidates(hits, "vector")
+        hits["vector"] = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+    legs = context.candidates_by_source(hits)
     if params.mode in GRAPH_MODES:
         legs["graph"] = timer("graph", lambda: _graph_leg(context, params, result))
     result.legs = legs
