@@ -189,12 +189,15 @@ def refresh_planner_statistics() -> None:
     a keyword query on cranfield-beir right after its import), and still prices the vector
     leg's joins blind.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "ANALYZE knowledge_searchentry, knowledge_chunk, knowledge_document,"
-                " knowledge_searchposting, knowledge_searchterm"
-            )
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE knowledge_searchentry, knowledge_chunk, knowledge_document")
+        # VACUUM also marks the new postings' pages all-visible, so the keyword leg reads them
+        # from the index alone (100k generated chunks: p50 80 ms before, 31 ms after). It
+        # cannot run inside a transaction; there ANALYZE at least gives the planner counts.
+        maintain = "ANALYZE" if connection.in_atomic_block else "VACUUM (ANALYZE)"
+        cursor.execute(f"{maintain} knowledge_searchposting, knowledge_searchterm")
 
 
 _backend: SearchBackend | None = None

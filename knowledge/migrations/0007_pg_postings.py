@@ -198,7 +198,8 @@ BEGIN
         WHILE essential < n AND (SELECT sum(w) FROM unnest(weights[essential + 1:n]) w) >= beat LOOP
             essential := essential + 1;
         END LOOP;
-        IF NOT (candidates <= most AND essential <= first_terms) THEN
+        -- The first pass is the answer only if it scored every candidate of every essential term.
+        IF candidates IS NULL OR candidates > most OR essential > first_terms THEN
             SELECT s.ids, s.scores FROM knowledge_search_bm25_stages(
                 kb, lvl, emb, terms, weights, dfs, only_ids, essential, beat, NULL, k1, b, avgdl) s
                 INTO ids, scores;
