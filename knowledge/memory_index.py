@@ -24,7 +24,7 @@ from agentic_rag.vectors import parse_vector
 
 from .bm25 import BM25Index
 from .models import KnowledgeBase
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, Placed, best_of, chunk_info, live_entries, most_tagged
+from .search import CHUNK_FIELDS, ChunkInfo, Hit, Placed, chunk_info, live_entries, most_tagged
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,11 +221,6 @@ class MemoryBackend:
             return []
         hits = index.bm25.search(tokens, top_k, allowed=index.mask(only))
         return [(int(index.ids[row]), score) for row, score in hits]
-
-    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
-                         only=None) -> list[Hit]:
-        hit_lists = [self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants]
-        return best_of(hit_lists, top_k)
 
     def vector(self, kb, query: np.ndarray, *, level: int, top_k: int, only=None) -> list[Hit]:
         index = self.snapshot(kb).levels.get(level)

@@ -36,7 +36,7 @@ from agentic_rag.vectors import to_pgvector_text
 
 from .bm25 import BM25Params
 from .models import Chunk, KnowledgeBase, SearchEntry
-from .search import ChunkInfo, Hit, Placed, best_of, chunk_info, most_tagged
+from .search import ChunkInfo, Hit, Placed, chunk_info, most_tagged
 
 # The KB's entries under the embedder its row names now: reading it in the query, not from
 # the caller's KB object, matches MemoryBackend, which rereads it too.
@@ -209,11 +209,6 @@ class PgBackend:
                 return cursor.fetchall()
 
         return _best_live(rank, top_k)
-
-    def keyword_variants(self, kb, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
-                         only=None) -> list[Hit]:
-        hit_lists = [self.keyword(kb, tokens, level=level, top_k=top_k, only=only) for tokens in variants]
-        return best_of(hit_lists, top_k)
 
     def corpus_stats(self, kb, level: int) -> CorpusStats:
         """Row count, mean length and index size of the KB level, cached per content version."""

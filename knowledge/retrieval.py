@@ -141,7 +141,7 @@ class SearchContext:
     vectors: tuple[np.ndarray, ...]  # embedding of each query
 
     def keyword_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
-        return self.backend.keyword_variants(self.kb, self.tokens, level=level, top_k=top_k, only=only)
+        return best_of([self.backend.keyword(self.kb, t, level=level, top_k=top_k, only=only) for t in self.tokens], top_k)
 
     def vector_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
         return best_of([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)

@@ -77,13 +77,6 @@ class SearchBackend(Protocol):
         only: Collection[int] | None = None,
     ) -> list[Hit]: ...
 
-    def keyword_variants(
-        self, kb: KnowledgeBase, variants: Sequence[Sequence[str]], *, level: int, top_k: int,
-        only: Collection[int] | None = None,
-    ) -> list[Hit]:
-        """The keyword leg over a query's variants: each chunk's best score, best first."""
-        ...
-
     def vector(
         self, kb: KnowledgeBase, query: np.ndarray, *, level: int, top_k: int,
         only: Collection[int] | None = None,

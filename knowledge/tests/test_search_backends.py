@@ -21,6 +21,7 @@ from knowledge.indexing import index_text
 from knowledge.ingest import delete_document, run_ingestion, submit_document
 from knowledge.memory_index import MemoryBackend
 from knowledge.models import Chunk, Document, KnowledgeBase, SearchEntry
+from knowledge.retrieval import SearchContext
 from knowledge.search import MIN_GENERAL_TAGGED
 
 pytestmark = pytest.mark.django_db
@@ -153,14 +154,16 @@ def test_it_ranks_a_querys_variants_by_each_chunks_best_score(kb, docs, backend,
     only = [chunk.pk for chunk in children(docs["curing_zh"])] if only_zh else None
     apart = [backend.keyword(kb, tokens, level=Chunk.CHILD, top_k=4, only=only) for tokens in variants]
 
-    together = backend.keyword_variants(kb, variants, level=Chunk.CHILD, top_k=4, only=only)
+    context = SearchContext(kb, backend, queries=(), tokens=tuple(map(tuple, variants)), vectors=())
+    together = context.keyword_hits(level=Chunk.CHILD, top_k=4, only=only)
 
     expected = search.best_of(apart, 4)
     assert ids(together) == ids(expected) and together
     assert np.allclose([s for _, s in together], [s for _, s in expected])
     # Each language's best chunk is found, not only the first variant's.
     assert {hits[0][0] for hits in apart if hits} <= set(ids(together))
-    assert backend.keyword_variants(kb, [["!!"], []], level=Chunk.CHILD, top_k=4) == []
+    nothing = SearchContext(kb, backend, queries=(), tokens=(("!!",), ()), vectors=())
+    assert nothing.keyword_hits(level=Chunk.CHILD, top_k=4) == []
 
 
 def test_it_searches_parents_and_children_apart(kb, docs, backend):
@@ -626,7 +629,13 @@ def test_the_database_keeps_postings_and_document_frequencies(kb, docs):
     assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
     assert _df(kb, term) == expected_df - 1 and _df(kb, "brand") == 1
 
-    SearchEntry.objects.filter(pk=entry.pk).update(embedding=entry.embedding)  # the vector alone: no change
+    # The vector alone changes nothing: no posting or df row is dropped and written again.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
+        term_rows = cursor.fetchone()[0]
+        SearchEntry.objects.filter(pk=entry.pk).update(embedding=entry.embedding)
+        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
+        assert cursor.fetchone()[0] == term_rows
     assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
 
     delete_document(docs["curing"])
