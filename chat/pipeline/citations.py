@@ -20,7 +20,7 @@ from xml.sax.saxutils import unescape
 
 from agentic_rag.llm.extractive import simple_tokenize
 from agentic_rag.llm.reader import addresses_question
-from agentic_rag.llm.units import readable_text
+from agentic_rag.llm.units import readable_text, split_sentences
 
 from .state import EvidenceItem
 
@@ -30,7 +30,6 @@ _MARK = re.compile(
     r"<cite\b(?P<attrs>[^>]*)>(?P<inner>.*?)</cite>|\[(?P<ns>\d{1,3}(?:\s*[,，]\s*\d{1,3})*)\]", re.DOTALL
 )
 _ATTRIBUTE = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；])|(?<=\.)(?=\s)|\n")
 _LIST_MARK = re.compile(r"^\s*(?:[-*•>]+|\d+[.)、])\s+")
 _EDGE_PUNCT = " \t\r\n.。!！?？;；:：,，、\"'“”‘’()（）*_`"
 
@@ -155,10 +154,13 @@ def _cite_tag(match: re.Match[str]) -> tuple[int | None, str, str]:
 
 
 def _last_sentence(segment: str) -> str:
-    pieces = [piece for piece in _SENTENCE_END.split(segment) if piece.strip(_EDGE_PUNCT)]
-    if not pieces:
-        return ""
-    return _LIST_MARK.sub("", pieces[-1]).strip()
+    """The last sentence of segment, cut as the reader cuts its units (never inside brackets,
+    not at "；"), so a quoted unit is checked whole."""
+    for line in reversed(segment.splitlines()):
+        pieces = [piece for piece in split_sentences(_LIST_MARK.sub("", line)) if piece.strip(_EDGE_PUNCT)]
+        if pieces:
+            return pieces[-1]
+    return ""
 
 
 def _normalise(text: str) -> str:

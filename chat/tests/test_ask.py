@@ -76,3 +76,18 @@ def test_its_readable_citation_of_a_tool_names_no_chunk(docs_kb):
     text = ask("100美元换人民币", "--kb", "alice-kb")
 
     assert "[1] currency: 100 USD = 729.93 CNY" in text and "#None" not in text
+
+
+def test_an_unverified_citation_is_printed_with_its_reason():
+    from chat.management.commands.ask import Command
+    from chat.pipeline.options import ChatResult
+
+    citation = {"n": 1, "doc": "faq.md", "chunk_id": 7, "quote": "Logs are kept.", "verified": False}
+    reason = {"n": 1, "quote": "Logs are kept.", "sentence": "Logs are kept.", "verified": False,
+              "reason": "the sentence does not address the question"}
+    result = ChatResult("t", "s", 1, "Logs are kept. [1]", "done", citations=(citation,), verification=(reason,))
+    out = io.StringIO()
+
+    Command(stdout=out)._print(result)
+
+    assert "[1] faq.md #7: Logs are kept.  (the sentence does not address the question)" in out.getvalue()

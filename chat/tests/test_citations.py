@@ -105,3 +105,14 @@ def test_a_sentence_is_read_in_its_section_when_judging_whether_it_answers():
     evidence = (EvidenceItem(1, "KB", "faq.md", "字节完全相同时报告为 unchanged。", section="2.4 同一个文件上传两次会怎样？"),)
     citations = check_citations("字节完全相同时报告为 unchanged。[1]", evidence, "同一个文件上传两次会怎样？")
     assert [c.verified for c in citations] == [True]
+
+
+def test_a_sentence_with_a_semicolon_inside_brackets_is_quoted_whole():
+    # The reader never cuts a unit at "；" or inside brackets; the check must read it the same way,
+    # or the quote is the fragment after "；" and the sentence is judged on that fragment alone.
+    sentence = "标签供多路召回的“标签匹配”路径使用（权重 1.2，相似度打 0.7 折；关键词完全命中标签加 0.08）。"
+    evidence = (EvidenceItem(1, "KB", "02-ingestion.md", f"每个块的 tags 由几类来源组成。\n\n{sentence}", section="标签"),)
+
+    citations = check_citations(f"{sentence}[1]", evidence, "标签匹配路径的权重是多少？")
+
+    assert [(c.quote, c.verified) for c in citations] == [(sentence, True)]

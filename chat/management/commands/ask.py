@@ -41,8 +41,10 @@ class Command(BaseCommand):
         self.stdout.write(result.answer)
         if result.citations:
             self.stdout.write("\nCitations:")
+            reasons = {(v["n"], v["quote"]): v["reason"] for v in result.verification}
             for citation in result.citations:
-                mark = "" if citation["verified"] else "  (quote not found in the source)"
+                reason = reasons.get((citation["n"], citation["quote"])) or "not verified"
+                mark = "" if citation["verified"] else f"  ({reason})"
                 chunk = f" #{citation['chunk_id']}" if citation["chunk_id"] is not None else ""  # tools have none
                 self.stdout.write(f"  [{citation['n']}] {citation['doc']}{chunk}: {citation['quote']}{mark}")
         shortcut = f" · shortcut {result.shortcut}" if result.shortcut else ""
