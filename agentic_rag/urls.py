@@ -17,4 +17,5 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("knowledge.urls")),
     path("", include("graphrag.urls")),
+    path("", include("evaluation.urls")),
 ]

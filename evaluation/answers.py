@@ -25,7 +25,8 @@ from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
 from chat.pipeline.citations import verify_quote
 from knowledge.models import Chunk, KnowledgeBase
 
-from .models import EvaluationRun, GoldenQuestion, GoldenSet
+from .models import ANSWERS_MODE, EvaluationRun, GoldenQuestion, GoldenSet
+from .runner import Progress, no_progress
 
 ANSWER_METRICS = ("keyword_pass", "source_pass", "source_recall", "citation_valid", "route_accuracy")
 
@@ -73,7 +74,7 @@ class AnswerEvaluation:
 
     def failures(self) -> list[dict[str, Any]]:
         return [
-            {"qid": o.qid, "question": o.question, "trace_id": o.trace_id, "trace_url": _trace_url(o.trace_id),
+            {"qid": o.qid, "question": o.question, "trace_id": o.trace_id, "trace_url": trace_url(o.trace_id),
              "why": "; ".join(o.why), "answer": o.answer}
             for o in self.outcomes if not o.passed
         ]
@@ -127,7 +128,8 @@ def chat_asker(
 
 
 def evaluate_answers(
-    cases: Sequence[AnswerCase], ask: Ask, *, chunk_text: Callable[[int], str], config: dict[str, Any]
+    cases: Sequence[AnswerCase], ask: Ask, *, chunk_text: Callable[[int], str], config: dict[str, Any],
+    on_progress: Progress = no_progress,
 ) -> AnswerEvaluation:
     """Ask every case (after one warm-up) and score the answers."""
     if cases:
@@ -138,6 +140,7 @@ def evaluate_answers(
         result = ask(case.question)
         ms = (time.perf_counter() - started) * 1000
         outcomes.append(score_answer(case, result, ms, chunk_text))
+        on_progress(len(outcomes), len(cases))
     return AnswerEvaluation(outcomes, summarise(outcomes), _latency([o.ms for o in outcomes]), config)
 
 
@@ -185,14 +188,19 @@ def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
 
 def save_answer_run(kb: KnowledgeBase, evaluation: AnswerEvaluation, *, golden_set: GoldenSet | None, split: str) -> EvaluationRun:
     """Store the run with its configuration snapshot and every question's outcome."""
-    return EvaluationRun.objects.create(
-        kb=kb, golden_set=golden_set, mode="answers", split=split, questions=len(evaluation.outcomes),
-        params=evaluation.config,
-        metrics={k: v for k, v in evaluation.metrics.items() if v is not None},
-        qps=round(len(evaluation.outcomes) / (sum(o.ms for o in evaluation.outcomes) / 1000), 3) if evaluation.outcomes else 0.0,
-        latency=evaluation.latency_ms,
-        per_question={o.qid: {k: v for k, v in asdict(o).items() if k not in ("qid",)} for o in evaluation.outcomes},
-    )
+    return EvaluationRun.objects.create(kb=kb, golden_set=golden_set, split=split, **answer_run_fields(evaluation))
+
+
+def answer_run_fields(evaluation: AnswerEvaluation) -> dict[str, Any]:
+    """The EvaluationRun fields that hold an answer evaluation's results."""
+    return {
+        "mode": ANSWERS_MODE, "questions": len(evaluation.outcomes),
+        "params": evaluation.config,
+        "metrics": {k: v for k, v in evaluation.metrics.items() if v is not None},
+        "qps": round(len(evaluation.outcomes) / (sum(o.ms for o in evaluation.outcomes) / 1000), 3) if evaluation.outcomes else 0.0,
+        "latency": evaluation.latency_ms,
+        "per_question": {o.qid: {k: v for k, v in asdict(o).items() if k not in ("qid",)} for o in evaluation.outcomes},
+    }
 
 
 def delete_conversations(ids: Sequence[int]) -> None:
@@ -230,7 +238,7 @@ def _latency(ms: Sequence[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 1), "p95": round(p95, 1)}
 
 
-def _trace_url(trace_id: str) -> str:
+def trace_url(trace_id: str) -> str:
     return reverse("trace-detail", args=[trace_id]) if trace_id else ""
 
 

@@ -415,3 +415,22 @@ def _save_qrels(question: GoldenQuestion, relevant: dict[int, int], report: Impo
         RelevantDocument(question=question, document_id=document_id, relevance=score)
         for document_id, score in relevant.items()
     )
+
+
+def export_golden_set(golden_set: GoldenSet) -> str:
+    """The set as the golden JSON format `import_dataset --format golden` reads."""
+    questions = golden_set.questions.prefetch_related("qrels__document").order_by("pk")
+    items = []
+    for question in questions:
+        item = {"id": question.qid, "question": question.text,
+                "relevant": {qrel.document.name: qrel.relevance for qrel in question.qrels.all()}}
+        if question.category:
+            item["category"] = question.category
+        if question.expected_keywords:
+            item["expected_keywords"] = question.expected_keywords
+        if question.reference_answer:
+            item["reference_answer"] = question.reference_answer
+        if question.expected_shortcut:
+            item["expected_shortcut"] = None if question.expected_shortcut == "none" else question.expected_shortcut
+        items.append(item)
+    return json.dumps({"name": golden_set.name, "questions": items}, ensure_ascii=False, indent=1)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.db import models
 
 from knowledge.models import Document, KnowledgeBase
 
+# The mode of a run that scored answers through the chat pipeline (the others are retrieval modes).
+ANSWERS_MODE = "answers"
 # Percent of questions in the train split; the rest are held out for tuning.
 TRAIN_PERCENT = 70
 
@@ -75,6 +78,11 @@ class GoldenQuestion(models.Model):
     def __str__(self) -> str:
         return f"{self.qid}: {self.text[:60]}"
 
+    @property
+    def keyword_labels(self) -> list[str]:
+        """The expected keywords as shown: alternatives joined by " | "."""
+        return [" | ".join(k) if isinstance(k, list) else k for k in self.expected_keywords]
+
     def save(self, *args, **kwargs) -> None:
         self.split = split_for(self.qid)
         super().save(*args, **kwargs)
@@ -96,6 +104,13 @@ class RelevantDocument(models.Model):
         return f"{self.question_id} → {self.document_id} ({self.relevance})"
 
 
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
 class EvaluationRun(models.Model):
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="evaluation_runs")
     golden_set = models.ForeignKey(
@@ -112,9 +127,31 @@ class EvaluationRun(models.Model):
     latency = models.JSONField(default=dict, help_text="Milliseconds per query: p50, p95.")
     per_question = models.JSONField(default=dict, blank=True, help_text="qid → its metrics.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # A run started in the browser waits for a background task; one from manage.py is done
+    # when it is stored.
+    status = models.CharField(max_length=8, choices=RunStatus.choices, default=RunStatus.DONE)
+    progress = models.PositiveSmallIntegerField(default=100, help_text="Percent of the questions asked.")
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="Who started it in the browser; answer runs ask as this user.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
+
+    @property
+    def is_answer_run(self) -> bool:
+        return self.mode == ANSWERS_MODE
+
+    @property
+    def agent(self) -> str:
+        """An answer run's worker type: as queued, then as its configuration snapshot says."""
+        return self.params.get("agent") or self.params.get("chat", {}).get("agent_type", "auto")
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (RunStatus.DONE, RunStatus.FAILED)
 
     def __str__(self) -> str:
         return f"{self.kb.slug} {self.mode} {self.created_at:%Y-%m-%d %H:%M}"

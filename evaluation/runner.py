@@ -164,7 +164,16 @@ class RankBM25Ranker:
         return _first_documents((self.doc_ids[row] for row in order if scores[row] > 0), DOCUMENT_DEPTH)
 
 
-def run_ranker(ranker: Ranker, questions: Sequence[EvalQuestion], *, name: str) -> RankerReport:
+Progress = Callable[[int, int], None]  # (questions done, questions in all)
+
+
+def no_progress(done: int, total: int) -> None:
+    return None
+
+
+def run_ranker(
+    ranker: Ranker, questions: Sequence[EvalQuestion], *, name: str, on_progress: Progress = no_progress
+) -> RankerReport:
     """Rank every question (after one untimed warm-up query) and score the rankings."""
     _safely(ranker, WARM_UP_QUERY)
     per_question: dict[str, dict[str, float]] = {}
@@ -177,6 +186,7 @@ def run_ranker(ranker: Ranker, questions: Sequence[EvalQuestion], *, name: str) 
         latencies.append((perf_counter() - began) * 1000)
         errors += ranking is None
         per_question[question.qid] = score_ranking(ranking or [], question.relevance)
+        on_progress(len(per_question), len(questions))
     wall = perf_counter() - started
     return RankerReport(
         name=name,
@@ -201,12 +211,13 @@ def evaluate(
     *,
     mode: str,
     baseline: str | None = None,
+    on_progress: Progress = no_progress,
     **overrides,
 ) -> Evaluation:
     """Run the questions through `retrieve` in `mode` (and the baseline) in this process."""
     params = evaluation_params(kb, mode, **overrides)
     ranker = RetrievalRanker(kb, params)
-    report = run_ranker(ranker, questions, name=ranker.name)
+    report = run_ranker(ranker, questions, name=ranker.name, on_progress=on_progress)
     report.stage_p50_ms = {stage: percentile(values, 50) for stage, values in ranker.stage_ms.items()}
     evaluation = Evaluation(mode, params, len(questions), report)
     if baseline == "rank-bm25":
@@ -220,23 +231,25 @@ def evaluate(
 
 def save_run(kb: KnowledgeBase, evaluation: Evaluation, *, split: str, golden_set: GoldenSet | None = None) -> EvaluationRun:
     """Store the evaluation with a snapshot of its parameters."""
+    return EvaluationRun.objects.create(kb=kb, golden_set=golden_set, split=split, **run_fields(evaluation))
+
+
+def run_fields(evaluation: Evaluation) -> dict:
+    """The EvaluationRun fields that hold a retrieval evaluation's results."""
     report, baseline = evaluation.report, evaluation.baseline
-    return EvaluationRun.objects.create(
-        kb=kb,
-        golden_set=golden_set,
-        mode=evaluation.mode,
-        split=split,
-        questions=evaluation.questions,
-        params=params_snapshot(evaluation.params),
-        metrics=report.metrics,
-        baseline=None if baseline is None else {
+    return {
+        "mode": evaluation.mode,
+        "questions": evaluation.questions,
+        "params": params_snapshot(evaluation.params),
+        "metrics": report.metrics,
+        "baseline": None if baseline is None else {
             "name": baseline.name, "metrics": baseline.metrics, "qps": baseline.qps,
             "latency_ms": baseline.latency_ms, "build_s": baseline.build_s,
         },
-        qps=report.qps,
-        latency={**report.latency_ms, "stages_p50": report.stage_p50_ms},
-        per_question=report.per_question,
-    )
+        "qps": report.qps,
+        "latency": {**report.latency_ms, "stages_p50": report.stage_p50_ms},
+        "per_question": report.per_question,
+    }
 
 
 def params_snapshot(params: RetrievalParams) -> dict:

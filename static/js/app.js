@@ -97,4 +97,10 @@
     // The form's hx-trigger includes "change": htmx posts the files.
     input.dispatchEvent(new Event("change", { bubbles: true }));
   });
+
+  // A form that destroys something asks first; without JavaScript it submits as it is.
+  document.addEventListener("submit", function (event) {
+    var form = event.target instanceof Element ? event.target.closest("form[data-confirm]") : null;
+    if (form && !window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+  });
 })();
