@@ -151,3 +151,38 @@ def _number(value: Any, digits: int = 4) -> str:
 
 def _run_url(run: EvaluationRun) -> str:
     return reverse("evaluation-run", args=[run.kb.slug, run.pk])
+
+
+def feedback_candidates(kb, user, limit: int = 20) -> list[Any]:
+    """The user's own thumbs-down answers from this KB that no golden set holds yet.
+
+    Only the user's own: another user's questions are part of their conversations.
+    """
+    from chat.models import Feedback
+
+    taken = set(GoldenQuestion.objects.filter(golden_set__kb=kb, qid__startswith=FEEDBACK_QID).values_list("qid", flat=True))
+    found = Feedback.objects.filter(user=user, is_positive=False, trace__route=kb.slug).select_related("trace")
+    return [f for f in found[: limit + len(taken)] if feedback_qid(f.pk) not in taken][:limit]
+
+
+FEEDBACK_QID = "feedback-"
+
+
+def feedback_qid(feedback_id: int) -> str:
+    return f"{FEEDBACK_QID}{feedback_id}"
+
+
+def feedback_initial(kb, user, feedback_id: int) -> dict[str, Any] | None:
+    """A golden question drafted from one of the user's thumbs-down answers: its question,
+    and the documents the answer cited as a first guess at the sources (to be corrected)."""
+    from chat.models import Feedback
+
+    feedback = Feedback.objects.filter(
+        pk=feedback_id, user=user, is_positive=False, trace__route=kb.slug
+    ).select_related("message").first()
+    if feedback is None:
+        return None
+    cited = {c.get("doc") for c in feedback.message.citations if isinstance(c, dict)}
+    documents = list(kb.documents.filter(name__in=cited).values_list("pk", flat=True))
+    return {"qid": feedback_qid(feedback.pk), "text": feedback.query, "category": "feedback", "relevant": documents}
+

@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -24,7 +25,15 @@ from .datasets import DatasetError, export_golden_set, import_dataset, read_gold
 from .forms import GoldenSetForm, ImportForm, QuestionForm, RunForm
 from .jobs import RunRequest, queue_run
 from .models import ANSWERS_MODE, GoldenQuestion
-from .pages import category_chart, compare, failures, headline, run_charts
+from .pages import (
+    category_chart,
+    compare,
+    failures,
+    feedback_candidates,
+    feedback_initial,
+    headline,
+    run_charts,
+)
 from .tasks import dispatch_evaluation
 
 HOME = "evaluation/home.html"
@@ -130,12 +139,25 @@ def golden_set_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             question = form.save()
             messages.success(request, f"Added question {question.qid}.")
             return redirect("evaluation-set", kb.slug, golden_set.pk)
+    if form is None:
+        form = QuestionForm(golden_set, initial=_feedback_draft(request, kb))
     context = {
         "kb": kb, "golden_set": golden_set, "can_write": kb.is_writable_by(request.user),
         "questions": golden_set.questions.prefetch_related("qrels__document").order_by("qid"),
-        "form": form or QuestionForm(golden_set),
+        "form": form,
     }
-    return render(request, GOLDEN_SET, context, status=400 if form is not None else 200)
+    return render(request, GOLDEN_SET, context, status=400 if form.is_bound else 200)
+
+
+@login_required
+@require_GET
+def feedback_to_golden_set(request: HttpRequest, slug: str) -> HttpResponse:
+    """From the list of thumbs-down answers to the chosen set's form, drafted from the answer."""
+    kb = _get_rw_kb_for_user(request, slug)
+    golden_set = get_object_or_404(kb.golden_sets, pk=request.GET.get("set") or 0)
+    feedback = request.GET.get("feedback", "")
+    url = reverse("evaluation-set", args=[kb.slug, golden_set.pk])
+    return redirect(f"{url}?feedback={feedback}#add-title" if feedback.isdigit() else url)
 
 
 @login_required
@@ -183,6 +205,11 @@ def question_delete(request: HttpRequest, slug: str, pk: int, question_pk: int) 
     return redirect("evaluation-set", kb.slug, pk)
 
 
+def _feedback_draft(request: HttpRequest, kb: KnowledgeBase) -> dict | None:
+    feedback = request.GET.get("feedback", "")
+    return feedback_initial(kb, request.user, int(feedback)) if feedback.isdigit() else None
+
+
 def _home_context(request: HttpRequest, kb: KnowledgeBase, **forms) -> dict:
     runs = list(kb.evaluation_runs.select_related("golden_set", "kb")[:RUNS_SHOWN])
     chosen = {int(pk) for pk in request.GET.getlist("compare") if pk.isdigit()}
@@ -199,4 +226,5 @@ def _home_context(request: HttpRequest, kb: KnowledgeBase, **forms) -> dict:
         "set_form": forms.get("set_form") or GoldenSetForm(kb),
         "import_form": forms.get("import_form") or ImportForm(),
         "answers_mode": ANSWERS_MODE,
+        "candidates": feedback_candidates(kb, request.user) if kb.is_writable_by(request.user) else [],
     }

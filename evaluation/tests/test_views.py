@@ -207,3 +207,34 @@ def test_a_retrieval_run_and_an_answer_run_differ_only_where_their_settings_do(i
     names = {row.name for row in config}
     assert "mode" in names and "generator" in names
     assert not any(name.startswith("retrieval.fusion") for name in names), names
+
+
+def _thumbs_down(user, kb, question: str):
+    from chat.feedback import record_feedback
+    from chat.models import Message
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    result = run_chat(ChatRequest(user, None, question, ChatOptions(kb_slug=kb.slug)), emit=lambda event: None)
+    return record_feedback(user, Message.objects.get(pk=result.message_id), is_positive=False, comment="wrong")
+
+
+def test_a_thumbs_down_answer_becomes_a_drafted_golden_question(imported_kb, alice, bob, alice_client):
+    imported_kb.visibility = "public"
+    imported_kb.save()
+    mine = _thumbs_down(alice, imported_kb, "heat conduction in composite slabs")
+    _thumbs_down(bob, imported_kb, "bob's private question about shells")
+    golden_set = imported_kb.golden_sets.get()
+
+    page = alice_client.get(home(imported_kb)).content.decode()
+    draft = alice_client.get(reverse("evaluation-feedback", args=[imported_kb.slug]),
+                             {"feedback": mine.pk, "set": golden_set.pk}, follow=True)
+    form = draft.context["form"]
+
+    assert "heat conduction in composite slabs" in page and "bob&#x27;s private question" not in page
+    assert form.initial["qid"] == f"feedback-{mine.pk}" and form.initial["text"] == "heat conduction in composite slabs"
+    assert form.initial["relevant"], "the answer's cited documents are the first guess at its sources"
+    alice_client.post(reverse("evaluation-set", args=[imported_kb.slug, golden_set.pk]),
+                      {"qid": form.initial["qid"], "text": form.initial["text"], "keywords": "",
+                       "expected_shortcut": "", "relevant": form.initial["relevant"]})
+    assert GoldenQuestion.objects.filter(qid=f"feedback-{mine.pk}", golden_set=golden_set).exists()
+    assert "data-candidates" not in alice_client.get(home(imported_kb)).content.decode()  # taken, so no longer offered
