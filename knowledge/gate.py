@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from agentic_rag.llm.units import is_heading_of
+
 from .candidates import Candidate
 
 
@@ -66,11 +68,16 @@ def rejection(candidate: Candidate, params: GateParams, scope: str | None = None
     """Return why a candidate fails the thresholds, or None when it passes them."""
     if not candidate.text.strip():
         return "empty text"
+    if is_heading_of(candidate.text, candidate.section_title):
+        return "only its section's heading"  # a chunk of a section with no body of its own
     if params.require_scope and not _is_in_scope(candidate, params.scope_key, scope):
         return "scope mismatch"
     vector = candidate.scores.get("vector")
     fused = candidate.scores.get("fusion", candidate.scores.get("rrf", 0.0))
-    has_fused_hit = fused > 0 and bool(candidate.sources)
+    # Weighted fusion min-max normalises each leg, so a leg's last hit adds 0 however close it
+    # came to the first: a keyword hit (it shares a term with the query) passes all the same.
+    keyword_hit = candidate.scores.get("bm25", 0.0) > 0
+    has_fused_hit = (fused > 0 or keyword_hit) and bool(candidate.sources)
     if not has_fused_hit and (vector is None or vector < params.vector_min):
         if vector is None:
             return "no vector score and no fused source hit"

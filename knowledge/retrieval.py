@@ -357,17 +357,18 @@ _PARAM_FIELDS = {
 _EMBEDDER_BOUND = ("fusion", "rerank", "paths")
 
 
-# An untuned KB over hashing (lexical) vectors, measured with `evaluate --mode hybrid` on
-# cranfield-beir / CMRC2018 (nDCG@10; BM25 alone 0.3765 / 0.9856): RRF 0.7/0.3 with the
-# rerank 0.288 / 0.952, RRF 0.05/0.95 with it 0.368 / 0.991, the same without it
-# 0.381 / 0.980, weighted 0.1/0.9 without it 0.380 / 0.986. Only the last is at or above
-# BM25 on both: the five-factor rerank's 35% cosine then scores n-gram overlap, which
-# helps extractive Chinese questions and hurts English ones. Tuning may choose otherwise.
-# Re-measured with the docs KB's 70 golden questions as a third set (cranfield-beir / CMRC2018
-# first 300 passages / docs; BM25 0.3765 / 0.9885 / 0.8399): weighted 0.1/0.9 gave 0.3795 /
-# 0.9885 / 0.8384, below BM25 on the docs; 0.05/0.95 gives 0.3778 / 0.9885 / 0.8415, at or
-# above it on all three.
-LEXICAL_FUSION = FusionParams(mode="weighted", vector_weight=0.05, bm25_weight=0.95)
+# An untuned KB over hashing (lexical) vectors: BM25 ranks, and the vector leg only adds the
+# chunks BM25 did not find (weight 0: they follow BM25's hits). Hashing vectors score n-gram
+# overlap, which BM25 already measures better on every set here (nDCG@10, vectors alone:
+# cranfield-beir 0.2224, CMRC2018 dev 0.8688, the docs KB's 170 golden questions 0.6500, against
+# BM25's 0.3809 / 0.9857 / 0.8061). Any weight they get moves BM25's ranking by noise, and no
+# weight kept hybrid at or above BM25 on all three (`evaluation.probes.fusion_probe`, rerank off):
+#   weighted 0.05/0.95   0.3812 / 0.9857 / 0.8042   (the earlier default; below BM25 on the docs)
+#   weighted 0.02/0.98   0.3813 / 0.9855 / 0.8063   (below on CMRC2018)
+#   weighted 0.01/0.99   0.3801 / 0.9856 / 0.8062   (below on cranfield-beir)
+#   weighted 0/1         0.3809 / 0.9857 / 0.8064   (at or above on all three)
+# The five-factor rerank lifts CMRC2018 (0.9916) but lowers the other two, so it stays off.
+LEXICAL_FUSION = FusionParams(mode="weighted", vector_weight=0.0, bm25_weight=1.0)
 
 # An untuned KB over model vectors (e5-small): weighted 0.7/0.3 (seed 001/002's hybrid), the
 # five-factor rerank on fusion's top 10 only (MODEL_HYBRID_RERANK_DEPTH). nDCG@10 on cranfield-beir

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .units import Unit, split_units
+from .units import Unit, is_heading_of, split_units
 
 Tokenize = Callable[[str], list[str]]
 Similarity = Callable[[str, str], float]
@@ -224,6 +224,8 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= 0.2  # repeats the question's words and adds nothing
     if _QUESTION_END.search(unit.text):
         factor *= 0.3  # a question in the sources is not an answer
+    if is_heading_of(unit.text, item.passage.section):
+        factor *= 0.1  # a heading names what its section is about; the answer is in the section
     if unit.is_code and not asked.wants_code:
         factor *= 0.1
     if len(unit.text.replace(" ", "")) < 6:

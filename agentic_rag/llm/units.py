@@ -35,6 +35,7 @@ _COMMAND = re.compile(
 _NUMBER = re.compile(r"^[\d.,%~<>≤≥+-]+$")
 _CODE_CHARS = re.compile(r"[{}();=<>$\\/_`]")
 _JSON_KEYS = re.compile(r'"[\w-]+"\s*:')
+_NUMBERING = re.compile(r"^\s*(?:#{1,6}\s*)?(?:\d+(?:\.\d+)*\.?|[一二三四五六七八九十]+[、.．])?\s*")
 _BARE_REPLY = re.compile(r"^(?:能|不能|可以|不可以|会|不会|是|不是|否|对|不|yes|no|right)[。.！!]$", re.IGNORECASE)
 
 
@@ -121,6 +122,16 @@ def is_code_like(text: str) -> bool:
         return True
     letters = sum(ch.isalpha() for ch in text)
     return len(text) >= 12 and len(_CODE_CHARS.findall(text)) > max(4, letters // 4)
+
+
+def is_heading_of(text: str, section_title: str) -> bool:
+    """Whether text is only its section's heading ("2. Keyword leg (BM25)" under "Keyword leg
+    (BM25)"): it names what the section is about and answers nothing."""
+    return bool(section_title.strip()) and _bare(text) == _bare(section_title)
+
+
+def _bare(text: str) -> str:
+    return " ".join(_NUMBERING.sub("", text, count=1).casefold().split())
 
 
 def has_cjk(text: str) -> bool:

@@ -166,3 +166,13 @@ def test_each_part_of_a_compound_question_gets_its_answer():
     text = "The breaker opens when 10% of calls fail. After five minutes it lets one probe through."
     body = answer_of("When does the breaker open, and what happens after five minutes?", ("Breaker", text))
     assert "10%" in body and "probe" in body
+
+
+def test_a_heading_is_not_quoted_as_the_answer():
+    answer = answer_of(
+        "Which tokenizer does the keyword leg use for Chinese?",
+        ("Keyword leg (BM25)", "2. Keyword leg (BM25)"),
+        ("Tokenisation", "The keyword leg cuts Chinese text with jieba in search mode."),
+    )
+
+    assert "jieba" in answer and "Keyword leg (BM25) [1]" not in answer

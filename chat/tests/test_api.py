@@ -61,6 +61,8 @@ def slow_llm(settings):
     words = " ".join(f"word{i}" for i in range(200))
     with FakeOpenAIServer() as server:
         server.default = FakeReply(text=words, token_delay_s=0.05)
+        # A model that answers every request with the same stream cannot rewrite the query.
+        settings.CHAT_ENABLE_QUERY_REWRITE = False
         settings.LLM_PROVIDERS = ["openai"]
         settings.OPENAI_BASE_URL = server.base_url
         settings.OPENAI_API_KEY = "test-key"
@@ -268,6 +270,8 @@ def test_it_ends_an_llm_failure_with_an_error_event_and_a_partial_message(alice_
         server.default = FakeReply(
             text="First words then the model goes quiet " * 5, stall_after=3, stall_s=5
         )
+        # A model that answers every request with the same stream cannot rewrite the query.
+        settings.CHAT_ENABLE_QUERY_REWRITE = False
         settings.LLM_PROVIDERS = ["openai"]
         settings.OPENAI_BASE_URL = server.base_url
         settings.OPENAI_API_KEY = "test-key"

@@ -45,6 +45,8 @@ def slow_llm(settings):
     """A model that streams one word every 50 ms, served by a fake OpenAI-compatible server."""
     with FakeOpenAIServer() as server:
         server.default = FakeReply(text=" ".join(f"word{i}" for i in range(200)), token_delay_s=0.05)
+        # A model that answers every request with the same stream cannot rewrite the query.
+        settings.CHAT_ENABLE_QUERY_REWRITE = False
         settings.LLM_PROVIDERS = ["openai"]
         settings.OPENAI_BASE_URL = server.base_url
         settings.OPENAI_API_KEY = "test-key"

@@ -357,7 +357,11 @@ def test_it_says_not_found_instead_of_answering_from_weak_evidence(docs_kb, alic
 
 
 def test_the_answer_gate_can_be_switched_off(docs_kb, alice, extractive, events):
+    # One word in common ("fused"): found, but far too little of the question to answer it.
+    question = "What is the boiling point of fused ethanol?"
+    gated = ask(alice, question, emit=events, llm=extractive)
     options = ChatOptions(kb_slug="alice-kb", min_evidence_coverage=0.0)
-    result = ask(alice, "What is the boiling point of ethanol?", emit=events, llm=extractive, options=options)
+    result = ask(alice, question, emit=events, llm=extractive, options=options)
 
+    assert gated.shortcut == "C"
     assert result.shortcut is None and result.evidence

@@ -349,3 +349,16 @@ def test_it_takes_custom_markers_and_factor():
 
     assert example.score == pytest.approx(0.25)
     assert sample.score == pytest.approx(0.25)
+
+
+def test_over_hashing_vectors_bm25_ranks_and_the_vectors_only_add_what_it_missed():
+    from knowledge.retrieval import default_fusion
+
+    legs = {  # as retrieval passes them: the keyword leg first
+        "bm25": [make_candidate(1, 9.0), make_candidate(2, 6.0), make_candidate(3, 1.0)],
+        "vector": [make_candidate(4, 0.9), make_candidate(3, 0.8), make_candidate(5, 0.7), make_candidate(1, 0.1)],
+    }
+
+    fused = fuse(legs, params=default_fusion("hashing-1024"))
+
+    assert ids(fused) == [1, 2, 3, 4, 5]  # BM25's order, then the vector leg's own finds in its order

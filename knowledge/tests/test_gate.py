@@ -27,6 +27,7 @@ def make_candidate(chunk_id: int, **overrides) -> Candidate:
             "no vector score and no fused source hit",
         ),
         ({"scores": {}}, "no vector score and no fused source hit"),
+        ({"text": "2. Keyword leg (BM25)", "section_title": "Keyword leg (BM25)"}, "only its section's heading"),
         ({"scores": {"vector": 0.9, "rerank.model": 0.52}}, "rerank 0.52 < 0.70"),
         (
             {"scores": {"vector": 0.2, "fusion": 0.03, "rerank.model": 0.69}, "sources": {"tag"}},
@@ -48,6 +49,8 @@ def test_it_rejects_with_a_reason(overrides, reason):
         {"scores": {"vector": 0.31, "fusion": 0.02}, "sources": {"parent", "tag"}},
         {"scores": {"rrf": 0.016}, "sources": {"bm25"}},
         {"scores": {"vector": 0.9, "rerank.model": 0.70}},
+        # A keyword hit normalised to 0 as its leg's last (min-max) still shares a term with the query.
+        {"scores": {"bm25": 1.43, "vector": 0.0, "fusion": 0.0}, "sources": {"bm25", "vector"}},
     ],
 )
 def test_it_passes_on_vector_or_fused_hits_and_rerank(overrides):
