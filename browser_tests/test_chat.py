@@ -96,6 +96,27 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     expect(page.locator(".msg-assistant").last.locator("a.cite").first).to_be_visible()
     expect(page.locator(".msg-user")).to_have_count(2)
 
+    # The evidence card opens the document as text at the cited passage, marked, clear of the header.
+    chat_url = page.url
+    page.locator(".msg-assistant").last.locator("a.cite").first.click()
+    page.locator(".evidence-item.is-highlighted .ev-doc a").click()
+    page.wait_for_url(re.compile(r"/kb/chat-kb/documents/\d+/#chunk-\d+$"))
+    passage = page.locator(".passage:target")
+    expect(passage).to_be_visible()
+    expect(page.locator("[data-document-text] h2").first).to_be_visible()
+    header = page.locator(".topbar").bounding_box()
+    box = passage.bounding_box()
+    assert box["y"] >= header["y"] + header["height"], (box, header)
+    page.screenshot(path=str(screenshots / "document-at-passage.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    cited = page.url  # opened on a phone: the text comes first, the passage in view
+    page.goto(cited.split("#")[0])
+    page.goto(cited)
+    expect(passage).to_be_in_viewport()
+    page.screenshot(path=str(screenshots / "document-at-passage-390.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(chat_url)
+
     page.locator(".msg-assistant").last.get_by_role("link", name="Trace ↗").click()
     page.wait_for_url(re.compile(r"/traces/[0-9a-f-]{36}/$"))
     expect(page.locator(".wf-row")).to_have_count(page.locator(".wf-row").count())

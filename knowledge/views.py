@@ -26,6 +26,7 @@ from .ingest import (
 from .models import Chunk, Document, DocumentStatus, DocumentVersion, KnowledgeBase
 from .parsing import SUPPORTED_EXTENSIONS
 from .progress import background_indexing
+from .reading import readable_sections
 from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
@@ -165,11 +166,16 @@ def _render_upload(request, kb, outcomes: list[SubmitOutcome], *, error: str = "
 def document_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     document = _get_document_for_user(request, slug, pk)
     children = Prefetch("children", queryset=Chunk.objects.order_by("index"))
-    parents = Chunk.objects.live().parents().filter(document=document)
+    parents = list(Chunk.objects.live().parents().filter(document=document).order_by("index").prefetch_related(children))
+    # The text reads the document; the chunks show how it was cut. A citation's #chunk-<id>
+    # lands on its passage in either.
+    view = "chunks" if request.GET.get("view") == "chunks" else "text"
     context = {
         "kb": document.kb,
         "document": document,
-        "parents": parents.order_by("index").prefetch_related(children),
+        "view": view,
+        "sections": readable_sections(parents) if view == "text" else [],
+        "parents": parents,
         "can_write": document.kb.is_writable_by(request.user),
         "versions": document.versions.defer("data").select_related("created_by"),
         "last_job": document.jobs.filter(status=DocumentStatus.READY).first(),

@@ -430,8 +430,27 @@ def test_it_shows_a_failed_document_with_its_error(
 # --- document page, delete, re-ingest -----------------------------------------------------
 
 
-def test_it_shows_sections_and_chunks(alice_client, document):
+def test_it_shows_the_document_as_text_with_each_passage_addressable(alice_client, document):
     response = alice_client.get(document.get_absolute_url())
+    html = response.content.decode()
+
+    assert response.status_code == 200
+    assert "<h2>" in html and "Install</h2>" in html and "Usage</h2>" in html  # headings as headings
+    assert "Run the installer. It copies files and writes the configuration." in html
+    for child in Chunk.objects.live().filter(document=document, level=Chunk.CHILD):
+        assert f'class="passage" id="chunk-{child.pk}"' in html  # where a citation lands
+
+
+def test_it_never_shows_where_the_file_was_on_the_server(alice_client, document):
+    Document.objects.filter(pk=document.pk).update(source="/srv/private/uploads/handbook.md")
+
+    for view in ("text", "chunks"):
+        html = alice_client.get(document.get_absolute_url(), {"view": view}).content.decode()
+        assert "/srv/private" not in html
+
+
+def test_it_shows_sections_and_chunks(alice_client, document):
+    response = alice_client.get(document.get_absolute_url(), {"view": "chunks"})
     html = response.content.decode()
     parents = list(response.context["parents"])
     assert response.status_code == 200

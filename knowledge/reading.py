@@ -1,0 +1,139 @@
+"""A document as a person reads it: its sections in order, headings as headings, tables as
+tables, and every child chunk's passage addressable (#chunk-<id>) so a citation opens the
+document at the passage it quotes.
+
+Built from the live parent chunks (the sections' text) and their children (the passages
+search returns), so what is shown is what was indexed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentic_rag.llm.units import is_heading_of
+
+from .models import Chunk
+
+_CELL_SPLIT = re.compile(r"\s*\|\s*")
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # "paragraph", "list", "table", "code"
+    lines: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()  # a table's rows, its header first
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: int | None  # the child chunk it belongs to; None for text no child holds
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class ReadableSection:
+    parent_id: int
+    index: str
+    title: str
+    level: int  # 1 chapter, 2 section, 3 below
+    passages: tuple[Passage, ...]
+
+
+def readable_sections(parents: Iterable[Chunk]) -> list[ReadableSection]:
+    """The document's sections in order; parents need their children prefetched in index order."""
+    sections = []
+    for parent in parents:
+        text = _without_heading(parent.text, parent.section_title)
+        passages = tuple(
+            Passage(chunk_id, tuple(text_blocks(piece))) for chunk_id, piece in _pieces(text, parent.children.all())
+        )
+        sections.append(ReadableSection(parent.pk, parent.section_index, parent.section_title, _level(parent), passages))
+    return sections
+
+
+def _pieces(text: str, children: Sequence[Chunk]) -> list[tuple[int | None, str]]:
+    """text cut at its children's passages: (child id, its part) in order, overlaps to the first.
+
+    A child not found in the text (it was cleaned differently) gets an empty piece where the
+    search stopped, so a link to it still lands in the right place.
+    """
+    pieces: list[tuple[int | None, str]] = []
+    cursor = 0  # the end of what has been handed out
+    start = -1  # where the previous child was found
+    for child in children:
+        found = text.find(child.text.strip(), start + 1)
+        if found < 0:
+            pieces.append((child.pk, ""))
+            continue
+        if found > cursor:
+            pieces.append((None, text[cursor:found]))
+        end = found + len(child.text.strip())
+        pieces.append((child.pk, text[max(found, cursor):end]))
+        cursor, start = max(cursor, end), found
+    if cursor < len(text):
+        pieces.append((None, text[cursor:]))
+    return [(chunk_id, piece) for chunk_id, piece in pieces if chunk_id is not None or piece.strip()]
+
+
+def text_blocks(text: str) -> list[Block]:
+    """Paragraphs, lists, tables and code of a plain-text passage, as ingestion stored them."""
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.strip().startswith("```"):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith("```")), len(lines))
+            blocks.append(Block("code", tuple(lines[i + 1 : end])))
+            i = end + 1
+            continue
+        run = _run(lines, i, _is_row)
+        if len(run) >= 2:
+            rows = tuple(tuple(_cells(row)) for row in run if not _TABLE_SEPARATOR.match(row))
+            blocks.append(Block("table", rows=rows))
+            i += len(run)
+            continue
+        run = _run(lines, i, lambda text: bool(_LIST_ITEM.match(text)))
+        if run:
+            blocks.append(Block("list", tuple(_LIST_ITEM.sub("", item) for item in run)))
+            i += len(run)
+            continue
+        run = _run(lines, i, lambda text: bool(text.strip()) and not _is_row(text) and not _LIST_ITEM.match(text))
+        blocks.append(Block("paragraph", tuple(run)))
+        i += len(run)
+    return blocks
+
+
+def _run(lines: list[str], start: int, accepts) -> list[str]:
+    end = start
+    while end < len(lines) and accepts(lines[end]):
+        end += 1
+    return lines[start:end]
+
+
+def _is_row(line: str) -> bool:
+    return "|" in line and len(_cells(line)) >= 2
+
+
+def _cells(line: str) -> list[str]:
+    return list(_CELL_SPLIT.split(line.strip().strip("|").strip()))
+
+
+def _without_heading(text: str, title: str) -> str:
+    first, _, rest = text.partition("\n")
+    return rest.lstrip("\n") if is_heading_of(first, title) else text
+
+
+def _level(parent: Chunk) -> int:
+    if not parent.chapter_level_1 or parent.section_title == parent.chapter_level_1:
+        return 1
+    if not parent.chapter_level_2 or parent.section_title == parent.chapter_level_2:
+        return 2
+    return 3

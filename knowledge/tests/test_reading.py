@@ -1,0 +1,44 @@
+"""The document as read: blocks of a passage, and children's passages cut from their parent."""
+
+from __future__ import annotations
+
+from knowledge.models import Chunk
+from knowledge.reading import _pieces, readable_sections, text_blocks
+
+
+def test_it_reads_paragraphs_lists_tables_and_code():
+    text = "Intro line one\nline two\n\n- first\n- second\n\npath | weight\n--- | ---\nparent | 1.0\ntag | 1.2\n\n```\nmake run\n```"
+
+    blocks = text_blocks(text)
+
+    assert [b.kind for b in blocks] == ["paragraph", "list", "table", "code"]
+    assert blocks[0].lines == ("Intro line one", "line two")
+    assert blocks[1].lines == ("first", "second")
+    assert blocks[2].rows == (("path", "weight"), ("parent", "1.0"), ("tag", "1.2"))
+    assert blocks[3].lines == ("make run",)
+
+
+def test_overlapping_children_share_no_text_and_a_lost_child_still_has_its_anchor():
+    text = "One. Two. Three. Four."
+    children = [Chunk(pk=1, text="One. Two."), Chunk(pk=2, text="Two. Three."), Chunk(pk=3, text="not in the text"),
+                Chunk(pk=4, text="Four.")]
+
+    pieces = _pieces(text, children)
+
+    assert pieces == [(1, "One. Two."), (2, " Three."), (3, ""), (4, "Four.")]
+
+
+def test_a_section_does_not_repeat_its_heading_as_text(kb):
+    from knowledge.models import Document
+
+    document = Document.objects.create(kb=kb, name="a.md", sha256="0" * 64, size=1)
+    parent = Chunk.objects.create(kb=kb, document=document, version=1, level=Chunk.PARENT, index=0,
+                                  text="2.1 Tokenisation\nChinese text is cut by jieba.", section_index="2.1",
+                                  section_title="Tokenisation", chapter_level_1="Keyword leg", sha256="x")
+    Chunk.objects.create(kb=kb, document=document, version=1, level=Chunk.CHILD, index=0, parent=parent,
+                         text="Chinese text is cut by jieba.", section_title="Tokenisation", sha256="y")
+
+    [section] = readable_sections(Chunk.objects.filter(pk=parent.pk).prefetch_related("children"))
+
+    assert (section.index, section.title, section.level) == ("2.1", "Tokenisation", 2)
+    assert [(p.chunk_id is not None, p.blocks[0].lines) for p in section.passages] == [(True, ("Chinese text is cut by jieba.",))]
