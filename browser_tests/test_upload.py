@@ -133,18 +133,40 @@ def test_it_uploads_files_and_watches_them_reach_ready(page: Page, tmp_path, scr
     expect(page.locator("#document-rows tr")).to_have_count(5)
     page.screenshot(path=str(screenshots / "kb-page.png"), full_page=True)
 
+    # A dropped file has its row from the moment it is dropped, before the server has it.
+    held = []
+    page.route("**/kb/browser-kb/upload/", lambda route: held.append(route))
+    late = tmp_path / "late.md"
+    late.write_text("# Late\n\nArrives after a slow upload.", encoding="utf-8")
+    page.set_input_files("#upload-files", str(late))
+    pending = page.locator("#document-rows tr[data-upload-pending]", has_text="late.md")
+    expect(pending).to_be_visible()
+    expect(pending).to_contain_text("Uploading")
+    page.screenshot(path=str(screenshots / "kb-page-uploading.png"))
+    page.wait_for_function("() => true")  # let the route handler record the request
+    held[0].continue_()
+    page.unroute("**/kb/browser-kb/upload/")
+    expect(page.locator("#document-rows tr", has_text="late.md")).to_have_attribute("data-status", "ready", timeout=60_000)
+    expect(page.locator("[data-upload-pending]")).to_have_count(0)
+
+    # A failed row offers a retry, which runs the ingestion again (this file stays broken).
+    with page.expect_response(lambda response: "/reingest/" in response.url) as retried:
+        broken.get_by_role("button", name="Retry broken.pdf").click()
+    assert retried.value.ok
+    expect(broken).to_have_attribute("data-status", "failed", timeout=60_000)
+
     page.locator("#document-rows a", has_text="handbook.md").click()
     expect(page.get_by_role("heading", name="handbook.md")).to_be_visible()
     outline = page.locator(".outline-list")
     expect(outline).to_contain_text("Installation")
     expect(outline).to_contain_text("Incident review")
-    expect(page.locator(".chunk-parent").first).to_be_visible()
+    expect(page.locator("[data-document-text]")).to_contain_text("Incident review")
     page.screenshot(path=str(screenshots / "document-page.png"), full_page=True)
 
     page.click("[data-theme-toggle]")
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     page.go_back()
-    expect(page.locator("#document-rows tr")).to_have_count(5)
+    expect(page.locator("#document-rows tr")).to_have_count(6)
     page.screenshot(path=str(screenshots / "kb-page-dark.png"), full_page=True)
 
 

@@ -200,6 +200,8 @@ def document_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def document_reingest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     document = _get_document_for_user(request, slug, pk, write=True)
     request_reingest(document, enqueue=enqueue_ingestion)
+    if request.htmx:  # a row's Retry: the row follows the ingestion over the page's socket
+        return HttpResponse(status=204)
     messages.info(request, f"Re-ingesting “{document.name}”; its progress shows below.")
     return redirect(document.kb)
 

@@ -425,6 +425,14 @@ def test_it_shows_a_failed_document_with_its_error(
     assert document.status == DocumentStatus.FAILED and document.error
     html = alice_client.get(kb.get_absolute_url()).content.decode()
     assert 'data-status="failed"' in html
+    retry = reverse("document-reingest", args=[kb.slug, document.pk])
+    assert f'hx-post="{retry}"' in html and f'aria-label="Retry {document.name}"' in html
+
+
+def test_only_a_failed_row_offers_a_retry(alice_client, document):
+    html = alice_client.get(document.kb.get_absolute_url()).content.decode()
+
+    assert document.status == DocumentStatus.READY and "Retry" not in html
 
 
 # --- document page, delete, re-ingest -----------------------------------------------------
@@ -588,3 +596,12 @@ def test_it_logs_in_and_out(client, alice):
     assert response.status_code == 302 and response.url == reverse("knowledge-list")
     assert client.post(reverse("logout")).status_code == 302
     assert client.get(reverse("knowledge-list")).status_code == 302
+
+
+def test_a_rows_retry_over_htmx_answers_no_content_and_reingests(alice_client, document, django_capture_on_commit_callbacks):
+    url = reverse("document-reingest", args=[document.kb.slug, document.pk])
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = alice_client.post(url, headers=HTMX)
+
+    assert response.status_code == 204 and callbacks

@@ -67,6 +67,61 @@
     });
   });
 
+  // Dropped files get their rows at once, with the upload's progress, before the server
+  // has them; the server's rows replace these when the table arrives over the socket.
+  function pendingRow(file) {
+    var row = document.createElement("tr");
+    row.setAttribute("data-upload-pending", "");
+    var name = document.createElement("td");
+    name.className = "doc-name";
+    name.textContent = file.name;
+    var status = document.createElement("td");
+    status.className = "doc-status";
+    status.innerHTML = '<span class="badge status status-pending">Uploading</span>' +
+      '<div class="progress-line"><div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="0">' +
+      '<span class="progress-bar"></span></div><small class="progress-text">0%</small></div>';
+    status.querySelector(".progress").setAttribute("aria-label", "Upload of " + file.name);
+    row.appendChild(name);
+    row.appendChild(status);
+    var rest = document.createElement("td");
+    rest.colSpan = 5;
+    row.appendChild(rest);
+    return row;
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.target;
+    var rows = document.getElementById("document-rows");
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-dropzone") || !rows) return;
+    var input = form.querySelector("input[type=file]");
+    if (!input || !input.files.length) return;
+    rows.querySelectorAll(".empty-row, [data-upload-pending]").forEach(function (row) { row.remove(); });
+    Array.prototype.forEach.call(input.files, function (file) { rows.prepend(pendingRow(file)); });
+  });
+
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    if (!event.detail.lengthComputable) return;
+    var percent = Math.round(100 * event.detail.loaded / event.detail.total);
+    document.querySelectorAll("[data-upload-pending] .progress").forEach(function (bar) {
+      bar.setAttribute("aria-valuenow", String(percent));
+      bar.querySelector(".progress-bar").style.width = percent + "%";
+      bar.nextElementSibling.textContent = percent + "%";
+    });
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-dropzone") || !event.detail.failed) return;
+    var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    document.querySelectorAll("[data-upload-pending]").forEach(function (row) {
+      var cell = row.querySelector(".doc-status");
+      cell.innerHTML = '<span class="badge status status-failed">Failed</span><small class="error-text"></small>';
+      cell.querySelector(".error-text").textContent = status === 413 ? "The upload is too large." :
+        status ? "The server refused the upload (" + status + "). Try again." : "The connection was lost. Try again.";
+      row.removeAttribute("data-upload-pending");
+    });
+  });
+
   function dropzoneOf(event) {
     return event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
   }
