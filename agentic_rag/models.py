@@ -64,3 +64,33 @@ class ApiToken(models.Model):
     def mark_used(self) -> None:
         self.last_used_at = timezone.now()
         ApiToken.objects.filter(pk=self.pk).update(last_used_at=self.last_used_at)
+
+
+class ModelProvider(models.Model):
+    """An OpenAI-compatible chat model added in the app's settings page (staff).
+
+    The router tries the environment's model first (LLM_PROVIDERS), then these by position,
+    then the extractive reader. The API key is stored encrypted with a key derived from
+    SECRET_KEY, or named as an environment variable so it never enters the database.
+    """
+
+    name = models.SlugField(max_length=64, unique=True, help_text="Shown in traces and on the settings page.")
+    base_url = models.URLField("base URL", max_length=500, help_text="For example https://api.deepseek.com/v1.")
+    model = models.CharField(max_length=200)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    api_key_env = models.CharField(
+        "API key from environment variable", max_length=100, blank=True,
+        help_text="The name of an environment variable holding the key, instead of storing it.",
+    )
+    connect_timeout_s = models.FloatField("connect timeout (s)", default=5.0)
+    first_token_timeout_s = models.FloatField("first token timeout (s)", default=15.0)
+    total_timeout_s = models.FloatField("total timeout (s)", default=120.0)
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"

@@ -1,15 +1,19 @@
-"""Platform pages: the user's API tokens."""
+"""Platform pages: the user's API tokens, and the language models (staff)."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .models import ApiToken
+from . import model_settings
+from .llm import get_llm
+from .model_settings import ModelProviderForm
+from .models import ApiToken, ModelProvider
 
 TOKENS = "agentic_rag/tokens.html"
 
@@ -44,3 +48,67 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, f"{TOKENS}#token-row", {"token": token})
     messages.success(request, f"Revoked “{token.name}”.")
     return redirect("token-list")
+
+
+# --- language models (staff) ---------------------------------------------------------------
+
+MODELS = "agentic_rag/models.html"
+MODEL_FORM = "agentic_rag/model_form.html"
+
+
+def _staff_only(request: HttpRequest) -> None:
+    if not request.user.is_staff:
+        raise PermissionDenied  # the models serve every user; only staff may change them
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def model_list(request: HttpRequest) -> HttpResponse:
+    _staff_only(request)
+    form = ModelProviderForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        row = form.save()
+        messages.success(request, f"Added {row.name}. Test it below; the chat uses it from the next question on.")
+        return redirect("model-list")
+    context = {"form": form, "statuses": model_settings.model_statuses(), "has_model": get_llm().has_model}
+    return render(request, MODELS, context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def model_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    _staff_only(request)
+    row = get_object_or_404(ModelProvider, pk=pk)
+    form = ModelProviderForm(request.POST or None, instance=row)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Saved {row.name}.")
+        return redirect("model-list")
+    return render(request, MODEL_FORM, {"form": form, "row": row}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def model_move(request: HttpRequest, pk: int, direction: str) -> HttpResponse:
+    _staff_only(request)
+    model_settings.move(get_object_or_404(ModelProvider, pk=pk), -1 if direction == "up" else 1)
+    return redirect("model-list")
+
+
+@login_required
+@require_POST
+def model_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    _staff_only(request)
+    row = get_object_or_404(ModelProvider, pk=pk)
+    model_settings.delete(row)
+    messages.success(request, f"Removed {row.name}.")
+    return redirect("model-list")
+
+
+@login_required
+@require_POST
+def model_test(request: HttpRequest, pk: int) -> HttpResponse:
+    _staff_only(request)
+    row = get_object_or_404(ModelProvider, pk=pk)
+    result = model_settings.check_connection(row)
+    return render(request, f"{MODELS}#test-result", {"row": row, "result": result})

@@ -29,6 +29,7 @@ CHROMIUM_ARGS = [
 ]
 USERNAME = "browser"
 PASSWORD = "browser-password"
+STAFF_USERNAME = "browser-staff"  # manages the language models
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 # Ask the local server directly, whatever proxy the environment names.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -63,7 +64,8 @@ def server(tmp_path_factory) -> Iterator[str]:
     _manage(env, "migrate", "--noinput")
     create_user = (
         "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r})"
+        f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}); "
+        f"get_user_model().objects.create_user({STAFF_USERNAME!r}, password={PASSWORD!r}, is_staff=True)"
     )
     _manage(env, "shell", "-c", create_user)
     port = _free_port()

@@ -50,11 +50,15 @@ class KnowledgeBaseSettingsForm(forms.ModelForm):
 
     class Meta:
         model = KnowledgeBase
-        fields = ["name", "description", "visibility"]
+        fields = ["name", "description", "visibility", "answer_mode", "answer_model"]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+        labels = {"answer_mode": "Answers"}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        preferred = self.fields["answer_model"]
+        preferred.queryset = preferred.queryset.filter(enabled=True)
+        preferred.empty_label = "No preference: the order of the Language models page"
         if self.instance.pk and not self.is_bound:
             names = self.instance.members.order_by("username").values_list("username", flat=True)
             self.initial["member_usernames"] = ", ".join(names)

@@ -36,6 +36,11 @@ class KnowledgeBaseQuerySet(models.QuerySet):
         return self.filter(Q(owner=user) | member).distinct()
 
 
+class AnswerMode(models.TextChoices):
+    AUTO = "auto", "A language model when one answers, else quotes from the sources"
+    EXTRACTIVE = "extractive", "Always quotes from the sources (no language model)"
+
+
 class KnowledgeBase(models.Model):
     slug = models.SlugField("kb_prefix", max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -58,6 +63,14 @@ class KnowledgeBase(models.Model):
     # Fusion mode, weights and leg thresholds, as `manage.py evaluate --tune` stores them;
     # knowledge.retrieval.params_for_kb turns them into RetrievalParams.
     retrieval_settings = models.JSONField(default=dict, blank=True)
+    answer_mode = models.CharField(
+        max_length=16, choices=AnswerMode.choices, default=AnswerMode.AUTO,
+        help_text="How the chat writes answers from this knowledge base.",
+    )
+    answer_model = models.ForeignKey(
+        "agentic_rag.ModelProvider", models.SET_NULL, null=True, blank=True, related_name="+",
+        verbose_name="preferred model", help_text="Tried first for answers; the others follow if it fails.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

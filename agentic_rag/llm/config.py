@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.utils.module_loading import import_string
 
+from agentic_rag.llm import registry
+from agentic_rag.llm.base import LLMProvider
 from agentic_rag.llm.extractive import ExtractiveProvider, Tokenize
 from agentic_rag.llm.openai import OpenAICompatibleProvider, Timeouts
 from agentic_rag.llm.resilience import BreakerOptions, CircuitBreaker, RetryPolicy
 from agentic_rag.llm.router import ModelRouter
 
+logger = logging.getLogger(__name__)
 KNOWN_PROVIDERS = ("openai", "extractive")
 
 
@@ -66,8 +71,11 @@ def config_from_settings() -> LLMConfig:
     )
 
 
-def build_llm(config: LLMConfig, *, tokenize: Tokenize | None = None) -> ModelRouter:
-    """Make the router config describes; it always ends with the extractive provider."""
+def build_llm(
+    config: LLMConfig, *, tokenize: Tokenize | None = None, added: Sequence[LLMProvider] = ()
+) -> ModelRouter:
+    """Make the router config describes, then the added providers (the app's settings page);
+    it always ends with the extractive provider."""
     unknown = [name for name in config.providers if name not in KNOWN_PROVIDERS]
     if unknown:
         from django.core.exceptions import ImproperlyConfigured
@@ -83,6 +91,8 @@ def build_llm(config: LLMConfig, *, tokenize: Tokenize | None = None) -> ModelRo
                 config.openai_base_url, config.openai_api_key, config.openai_model, config.timeouts
             )
         )
+    taken = {provider.name for provider in providers}
+    providers.extend(provider for provider in added if provider.name not in taken)
     retry = RetryPolicy(
         max_attempts=config.retry_max_attempts,
         deadline_s=config.retry_deadline_s,
@@ -96,15 +106,37 @@ def build_llm(config: LLMConfig, *, tokenize: Tokenize | None = None) -> ModelRo
     )
 
 
-@functools.cache
+_router: tuple[int, ModelRouter] | None = None
+_router_lock = threading.Lock()
+
+
 def get_llm() -> ModelRouter:
-    """Return this process's router, built from settings on first use."""
-    return build_llm(config_from_settings())
+    """Return this process's router, built from settings and the models added in the app,
+    and built again when those change (registry.registry_changed)."""
+    global _router
+    version = registry.registry_version()
+    current = _router
+    if current is not None and current[0] == version:
+        return current[1]
+    with _router_lock:
+        if _router is None or _router[0] != version:
+            _router = (version, build_llm(config_from_settings(), added=_added_providers()))
+        return _router[1]
+
+
+def _added_providers() -> list[LLMProvider]:
+    try:
+        return list(registry.stored_providers())
+    except Exception as exc:  # answering must not depend on the registry being readable
+        logger.warning("models added in the app are not used: %s", exc)
+        return []
 
 
 def reset_llm() -> None:
     """Forget the cached router (tests that change the LLM settings call this)."""
-    get_llm.cache_clear()
+    global _router
+    with _router_lock:
+        _router = None
 
 
 def _names(value: str | Sequence[str]) -> tuple[str, ...]:

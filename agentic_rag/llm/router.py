@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TypeVar
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 BreakerFactory = Callable[[], CircuitBreaker]
+RECENT_FAILURES = 5
 PROBE_MESSAGES = (Message("user", "hi"),)
 _DONE = object()
 DEFAULT_RETRY_POLICY = RetryPolicy()
@@ -73,14 +75,35 @@ class ModelRouter:
         self.fallback = fallback
         self.retry_policy = retry_policy
         self._breakers = {provider.name: breaker_factory() for provider in chain}
+        # The last errors of each provider in this process, for the settings page.
+        self._failures = {provider.name: deque(maxlen=RECENT_FAILURES) for provider in chain}
 
     @property
     def has_model(self) -> bool:
         """Whether a language model (not only the extractive fallback) is configured."""
         return bool(self.providers)
 
+    def preferring(self, provider_name: str) -> ModelRouter:
+        """This router with provider_name tried first; breakers and failures are shared."""
+        first = [p for p in self.providers if p.name == provider_name]
+        return self._sharing([*first, *(p for p in self.providers if p.name != provider_name)])
+
+    def extractive_only(self) -> ModelRouter:
+        """A router that only quotes the sources (a KB whose answers must not be written by a model)."""
+        return self._sharing([])
+
+    def _sharing(self, providers: Sequence[LLMProvider]) -> ModelRouter:
+        router = ModelRouter(providers, retry_policy=self.retry_policy, fallback=self.fallback)
+        router._breakers = {p.name: self._breakers[p.name] for p in providers}
+        router._failures = {p.name: self._failures[p.name] for p in providers}
+        return router
+
     def breaker(self, provider_name: str) -> CircuitBreaker:
         return self._breakers[provider_name]
+
+    def recent_failures(self, provider_name: str) -> list[tuple[float, str]]:
+        """(time.time(), error) of the provider's last failures in this process, newest first."""
+        return list(reversed(self._failures.get(provider_name, ())))
 
     def complete(self, messages: Sequence[Message], options: CompletionOptions) -> Completion:
         attempts: list[Attempt] = []
@@ -145,6 +168,7 @@ class ModelRouter:
                 errors.append(error)
                 wait = policy.next_wait(errors, policy.clock() - first_try_at)
                 attempts.append(Attempt(provider.name, "error", _ms_since(started), str(error), wait or 0.0))
+                self._failures[provider.name].append((time.time(), str(error)))
                 logger.warning("llm %s failed (try %d): %s", provider.name, len(errors), error)
                 if wait is None:
                     raise _GaveUp from error
@@ -173,9 +197,11 @@ class ModelRouter:
         if provider_name in self._breakers:
             self._breakers[provider_name].record_success()
 
-    def _record_failure(self, provider_name: str) -> None:
+    def _record_failure(self, provider_name: str, error: str = "") -> None:
         if provider_name in self._breakers:
             self._breakers[provider_name].record_failure()
+            if error:
+                self._failures[provider_name].append((time.time(), error))
 
 
 class RoutedStream:
@@ -243,7 +269,7 @@ class RoutedStream:
                 yield piece
         except LLMError as error:
             self.is_partial = True
-            self._router._record_failure(provider.name)
+            self._router._record_failure(provider.name, str(error))
             self.attempts.append(Attempt(provider.name, "error", error=str(error)))
             message = f"stream broke after {len(self.text)} characters: {error.detail}"
             raise LLMStreamInterrupted(message, provider=provider.name, partial_text=self.text) from error

@@ -14,11 +14,13 @@ from typing import Any
 
 from django.conf import settings
 
+from agentic_rag.llm import ModelRouter
 from chat import memory
 from chat.routing_kb import parse_worker_name
 from chat.workers import plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
+from knowledge.models import AnswerMode
 
 from . import stages
 from .intent import DEFAULT_INTENT, classify_intent
@@ -246,7 +248,8 @@ def _prompt(run: ChatRun) -> Outcome:
 
 def _generate(run: ChatRun) -> Outcome:
     assert run.prompt is not None
-    stream = stages.open_stream(run.prompt, run.collaborators.llm, max_tokens=run.options.max_answer_tokens)
+    llm = answer_llm(run.kb, run.collaborators.llm)
+    stream = stages.open_stream(run.prompt, llm, max_tokens=run.options.max_answer_tokens)
     with run.recorder.span("llm", "llm", input=run.prompt.as_text()) as span:
         try:
             for piece in stream:
@@ -321,3 +324,16 @@ DEGRADES: dict[str, Callable[[ChatRun, Exception], Outcome]] = {
     "system": _degrade_check,
     "retrieve": _degrade_retrieve,
 }
+
+
+def answer_llm(kb: Any, llm: Any) -> Any:
+    """The model that writes this KB's answers: its owner may prefer one model, or want the
+    sources quoted and no model at all. Other stages (rewrite, intent) use the default."""
+    if kb is None or not isinstance(llm, ModelRouter):
+        return llm
+    if kb.answer_mode == AnswerMode.EXTRACTIVE:
+        return llm.extractive_only()
+    if kb.answer_model_id and kb.answer_model.enabled:
+        return llm.preferring(kb.answer_model.name)
+    return llm
+

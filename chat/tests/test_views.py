@@ -261,7 +261,12 @@ def test_the_chat_page_says_answers_are_extractive_until_a_model_is_configured(a
     reset_llm()
     offline = alice_client.get(reverse("chat"))
     assert b"No language model is configured: answers are extractive" in offline.content
-    assert b"LLM_PROVIDERS=openai,extractive" in offline.content
+    assert b"An administrator can add a language model" in offline.content
+    alice = offline.wsgi_request.user
+    alice.is_staff = True
+    alice.save()
+    staff = alice_client.get(reverse("chat"))
+    assert reverse("model-list").encode() in staff.content and b"LLM_PROVIDERS=openai" in staff.content
 
     settings.LLM_PROVIDERS = ["openai"]
     settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"

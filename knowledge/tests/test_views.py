@@ -189,6 +189,7 @@ def test_it_saves_settings_and_members(alice_client, kb, bob):
         "description": "d",
         "visibility": "shared",
         "member_usernames": "bob, alice",
+        "answer_mode": "auto",
     }
     response = alice_client.post(reverse("knowledge-settings", args=[kb.slug]), data)
     assert response.status_code == 302

@@ -1,0 +1,161 @@
+"""The language-model settings page (staff): add, order, test and remove the models the chat
+may use, and see each one's circuit breaker and last failures in this process."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.db import transaction
+from django.db.models import Max
+
+from .llm import CompletionOptions, LLMError, Message, get_llm
+from .llm.openai import OpenAICompatibleProvider
+from .llm.registry import encrypt_key, provider_for, provider_key, registry_changed
+from .models import ModelProvider
+
+TEST_PROMPT = (Message("user", "Reply with the single word OK."),)
+TEST_TIMEOUT_S = 15.0
+
+
+class ModelProviderForm(forms.ModelForm):
+    base_url = forms.URLField(
+        label="Base URL", max_length=500, assume_scheme="https", help_text="For example https://api.deepseek.com/v1."
+    )
+    api_key = forms.CharField(
+        label="API key", required=False, strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Stored encrypted; never shown again. Leave it empty to keep the stored key, or to name an environment variable below instead.",
+    )
+    clear_key = forms.BooleanField(label="Remove the stored key", required=False)
+
+    field_order = ["name", "base_url", "model", "api_key", "clear_key", "api_key_env"]
+
+    class Meta:
+        model = ModelProvider
+        fields = ["name", "base_url", "model", "api_key_env", "connect_timeout_s", "first_token_timeout_s",
+                  "total_timeout_s", "enabled"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.instance.api_key_encrypted:
+            del self.fields["clear_key"]  # nothing stored to remove
+
+    def clean_base_url(self) -> str:
+        url = self.cleaned_data["base_url"].rstrip("/")
+        try:  # the provider's own check: http(s) with a host
+            OpenAICompatibleProvider(url, "", "probe")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return url
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for field in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s"):
+            value = data.get(field)
+            if value is not None and not 0 < value <= 600:
+                self.add_error(field, "Use a number of seconds between 0 and 600.")
+        return data
+
+    def save(self, commit: bool = True) -> ModelProvider:
+        row = super().save(commit=False)
+        if self.cleaned_data.get("clear_key"):
+            row.api_key_encrypted = ""
+        if self.cleaned_data.get("api_key"):
+            row.api_key_encrypted = encrypt_key(self.cleaned_data["api_key"])
+        if row.pk is None:
+            row.position = (ModelProvider.objects.aggregate(last=Max("position"))["last"] or 0) + 1
+        with transaction.atomic():
+            row.save()
+            transaction.on_commit(registry_changed)
+        return row
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """What the page shows of one model: where its key comes from and how it is doing here."""
+
+    row: ModelProvider | None  # None: the model configured by the environment
+    name: str
+    model: str
+    base_url: str
+    key: str  # "stored", "from $NAME", "none", or why it cannot be used
+    breaker: str
+    failure_percent: int  # of this process's calls in the breaker's window
+    failures: list[tuple[datetime, str]]
+
+
+def model_statuses() -> list[ModelStatus]:
+    """Every model in the router's order: the environment's first, then the page's rows."""
+    router = get_llm()
+    live = {provider.name: provider for provider in router.providers}
+    statuses = [
+        _status(None, provider.name, getattr(provider, "model", ""), getattr(provider, "base_url", ""), "from the environment", router)
+        for provider in router.providers if not ModelProvider.objects.filter(name=provider.name).exists()
+    ]
+    for row in ModelProvider.objects.all():
+        state = router if row.name in live else None
+        statuses.append(_status(row, row.name, row.model, row.base_url, _key_label(row), state))
+    return statuses
+
+
+def _status(row, name: str, model: str, base_url: str, key: str, router: Any) -> ModelStatus:
+    if router is None:
+        return ModelStatus(row, name, model, base_url, key, "disabled" if row and not row.enabled else "not in use", 0, [])
+    breaker = router.breaker(name)
+    failures = [(datetime.fromtimestamp(at, tz=UTC), error) for at, error in router.recent_failures(name)]
+    return ModelStatus(row, name, model, base_url, key, str(breaker.state), round(100 * breaker.failure_rate), failures)
+
+
+def _key_label(row: ModelProvider) -> str:
+    key = provider_key(row)
+    if key.problem:
+        return key.problem
+    if row.api_key_env:
+        return f"from ${row.api_key_env}"
+    return "stored, encrypted" if key.value else "none"
+
+
+def move(row: ModelProvider, step: int) -> None:
+    """Swap the row with its neighbour up (-1) or down (+1) in the router's order."""
+    rows = list(ModelProvider.objects.all())
+    at = rows.index(row)
+    other = at + step
+    if not 0 <= other < len(rows):
+        return
+    rows[at], rows[other] = rows[other], rows[at]
+    with transaction.atomic():
+        for position, item in enumerate(rows, 1):
+            if item.position != position:
+                ModelProvider.objects.filter(pk=item.pk).update(position=position)
+        transaction.on_commit(registry_changed)
+
+
+def delete(row: ModelProvider) -> None:
+    with transaction.atomic():
+        row.delete()
+        transaction.on_commit(registry_changed)
+
+
+@dataclass(frozen=True)
+class ConnectionCheck:
+    ok: bool
+    ms: float
+    text: str  # the model's reply, or the error
+
+
+def check_connection(row: ModelProvider) -> ConnectionCheck:
+    """Ask the model for one word, outside the router (no retries, no breaker)."""
+    key = provider_key(row)
+    if key.problem:
+        return ConnectionCheck(False, 0.0, key.problem)
+    provider = provider_for(row)
+    started = time.perf_counter()
+    try:
+        completion = provider.complete(list(TEST_PROMPT), CompletionOptions(max_tokens=5, timeout_s=min(row.total_timeout_s, TEST_TIMEOUT_S)))
+    except LLMError as exc:
+        return ConnectionCheck(False, (time.perf_counter() - started) * 1000, str(exc))
+    return ConnectionCheck(True, (time.perf_counter() - started) * 1000, completion.text.strip()[:200] or "(an empty reply)")
