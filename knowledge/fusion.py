@@ -194,7 +194,7 @@ CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
     "上下文": "context", "摘要": "summary", "关系": "relation", "消歧": "disambiguation",
     "分词": "tokenization", "索引": "index", "相似度": "similarity", "降级": "fallback",
     "重试": "retry", "反馈": "feedback", "追踪": "trace", "稀疏": "sparse", "稠密": "dense",
-    "模型": "model", "混合": "hybrid",
+    "模型": "model", "混合": "hybrid", "子块": "child chunk", "父块": "parent chunk", "中文": "Chinese",
 })
 
 
