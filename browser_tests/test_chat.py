@@ -43,6 +43,11 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     expect(answer.locator("a.cite").first).to_be_visible()
     for stage in STAGES:
         expect(page.locator(f"#stage-{stage}")).to_have_attribute("data-state", "done")
+    # The stages show as one line of chips until opened; the panel stays as it was left.
+    expect(page.locator("#stage-retrieve .stage-label")).to_be_hidden()
+    page.screenshot(path=str(screenshots / "chat-stages-one-line.png"))
+    page.click("[data-pipeline-toggle]")
+    expect(page.locator("#stage-retrieve .stage-label")).to_be_visible()
     expect(page.locator("#stage-retrieve .stage-status")).to_contain_text("ms")
     expect(page.locator(".msg-user").last).to_have_text(QUESTION)
     expect(page.locator("#chat-message")).to_have_value("")
@@ -83,6 +88,7 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
 
     # A reload shows the stored answer exactly as the stream left it.
     page.reload()
+    expect(page.locator("[data-pipeline-toggle]")).to_have_attribute("aria-expanded", "true")
     expect(page.locator(".msg-assistant").last.locator("a.cite").first).to_be_visible()
     expect(page.locator(".msg-assistant").last).to_contain_text("incident review")
 

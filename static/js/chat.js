@@ -114,8 +114,27 @@
     if (form) form.querySelector("textarea").value = "";
   });
 
+  // The stage panel opens and closes on click, and stays as the reader left it.
+  function setPipelineOpen(panel, open) {
+    panel.classList.toggle("is-compact", !open);
+    panel.querySelector("[data-pipeline-toggle]").setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  document.addEventListener("click", function (event) {
+    var toggle = event.target instanceof Element ? event.target.closest("[data-pipeline-toggle]") : null;
+    if (!toggle) return;
+    var panel = toggle.closest("[data-pipeline-panel]");
+    var open = panel.classList.contains("is-compact");
+    setPipelineOpen(panel, open);
+    try { localStorage.setItem("pipeline-open", open ? "1" : "0"); } catch (e) { /* private mode */ }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     var box = messages();
     if (box) scrollToEnd(box);
+    var panel = document.querySelector("[data-pipeline-panel]");
+    var remembered = null;
+    try { remembered = localStorage.getItem("pipeline-open"); } catch (e) { /* private mode */ }
+    if (panel && remembered === "1") setPipelineOpen(panel, true);
   });
 })();
