@@ -49,6 +49,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.run.cancel()  # the pipeline stores the partial answer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if _asks_to_stop(text_data):
+            await self._stop()
+            return
         if self.run and not self.run.done():
             await self.send(text_data=_render("toast", {"text": BUSY}))
             return
@@ -72,6 +75,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if not isinstance(error, ChatRefused):
                 logger.exception("chat run failed")
             await self.chat_error(error_event(error))
+
+    async def _stop(self) -> None:
+        """Stop the answer being written; the pipeline stores what was written, marked partial."""
+        if self.run is None or self.run.done():
+            return
+        self.run.cancel()
+        await self.send(text_data=_render("stopped", {"turn": self.turn}))
+        for card in self.cards.values():  # the stages still running end here
+            if card.state == "running":
+                await self._send_card(card_ended(card, 0.0, {"status": "skipped", "detail": "stopped"}))
 
     def _begin_turn(self, question: str) -> None:
         self.turn = uuid.uuid4().hex[:12]
@@ -161,6 +174,14 @@ def _render(partial: str, context: dict) -> str:
 @database_sync_to_async
 def _check_rate(user, session) -> Decision:
     return check_rate(user.pk, getattr(session, "session_key", "") or "")
+
+
+def _asks_to_stop(text_data: str | None) -> bool:
+    try:
+        data = json.loads(text_data or "{}")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("action") == "stop"
 
 
 @database_sync_to_async

@@ -168,3 +168,20 @@ async def test_it_cancels_the_run_and_keeps_a_partial_answer_on_disconnect(alice
     answer = await database_sync_to_async(wait_for_answer)()
     assert answer.partial
     assert "word0" in answer.content and "word199" not in answer.content
+
+
+async def test_stop_ends_the_answer_keeps_what_was_written_and_the_socket_open(alice_headers, ready_kb, slow_llm):
+    communicator = await connect(alice_headers)
+    await ask(communicator, QUESTION, kb="alice-kb")
+    await receive_until(communicator, r"beforeend:#answer-")
+
+    await communicator.send_to(text_data=json.dumps({"action": "stop"}))
+    stopped = await receive_until(communicator, r"msg-stopped")
+    ended = await receive_until(communicator, r'id="stage-generate"[^>]*data-state="skipped"')
+    answer = await database_sync_to_async(wait_for_answer)()
+
+    assert "Stopped" in stopped[-1] and 'title="stopped"' in ended[-1]
+    assert answer.partial and "word0" in answer.content and "word199" not in answer.content
+    await ask(communicator, "What does the handbook say about backups?", kb="alice-kb")  # the socket still serves
+    assert "msg-user" in (await receive_until(communicator, r"msg-user"))[-1]
+    await communicator.disconnect()

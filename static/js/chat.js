@@ -114,6 +114,29 @@
     if (form) form.querySelector("textarea").value = "";
   });
 
+  // A lost connection is said, Send waits for it to come back (htmx reconnects with backoff),
+  // and the message being written stays in the box.
+  function setConnected(connected) {
+    var note = document.querySelector("[data-connection]");
+    var send = document.querySelector("[data-send]");
+    if (note) note.hidden = connected;
+    if (send) send.disabled = !connected;
+  }
+  document.addEventListener("htmx:wsClose", function () { setConnected(false); });
+  document.addEventListener("htmx:wsError", function () { setConnected(false); });
+  document.addEventListener("htmx:wsOpen", function () { setConnected(true); });
+
+  // Stop shows while an answer is being written: a streaming message that has not ended,
+  // been stopped or failed.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var stop = document.querySelector("[data-chat-stop]");
+    if (!stop) return;
+    var writing = Array.prototype.some.call(document.querySelectorAll(".msg-assistant.is-streaming"), function (msg) {
+      return !msg.querySelector(".msg-stopped, .msg-error");
+    });
+    stop.hidden = !writing;
+  });
+
   // The stage panel opens and closes on click, and stays as the reader left it.
   function setPipelineOpen(panel, open) {
     panel.classList.toggle("is-compact", !open);
