@@ -31,7 +31,7 @@ curl -X POST http://127.0.0.1:8000/api/chat -d '{"message": "cosine weight?"}'
 def _ask(page: Page, question: str):
     page.fill("#chat-message", question)
     page.press("#chat-message", "Enter")
-    expect(page.locator(".msg-user").last).to_have_text(question)
+    expect(page.locator(".msg-user .bubble").last).to_have_text(question)
     answer = page.locator(".msg-assistant").last
     expect(answer.locator(".msg-actions")).to_be_visible()
     return answer

@@ -49,7 +49,7 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     page.click("[data-pipeline-toggle]")
     expect(page.locator("#stage-retrieve .stage-label")).to_be_visible()
     expect(page.locator("#stage-retrieve .stage-status")).to_contain_text("ms")
-    expect(page.locator(".msg-user").last).to_have_text(QUESTION)
+    expect(page.locator(".msg-user .bubble").last).to_have_text(QUESTION)
     expect(page.locator("#chat-message")).to_have_value("")
     # The answer came token by token over the socket before the final fragment replaced it.
     token_frames = [frame for frame in frames if 'hx-swap-oob="beforeend:#answer-' in frame]
@@ -101,6 +101,13 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     expect(page.locator(".msg-assistant")).to_have_count(2)
     expect(page.locator(".msg-assistant").last.locator("a.cite").first).to_be_visible()
     expect(page.locator(".msg-user")).to_have_count(2)
+
+    # Edit puts the question back in the box to change and send again.
+    page.locator(".msg-user").first.hover()
+    page.locator(".msg-user").first.get_by_role("button", name="Edit · 编辑").click()
+    expect(page.locator("#chat-message")).to_have_value(QUESTION)
+    expect(page.locator("#chat-message")).to_be_focused()
+    page.fill("#chat-message", "")
 
     # The evidence card opens the document as text at the cited passage, marked, clear of the header.
     chat_url = page.url

@@ -110,7 +110,7 @@ def chat_rename(request: HttpRequest, session_id: str) -> HttpResponse:
         conversation.save(update_fields=["title", "updated_at"])
     if request.htmx:
         context = {"s": conversation, "current_id": request.POST.get("current")}
-        return render(request, f"{PAGE}#session-item", context)
+        return render(request, f"{PAGE}#session-renamed", context)
     return redirect("chat-session", session_id)
 
 

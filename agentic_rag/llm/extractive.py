@@ -46,6 +46,11 @@ DISCLAIMER = {
     "en": "(Extractive answer: sentences quoted from the sources, no language model.)",
     "zh": "（抽取式回答：以下句子摘自资料原文，未使用语言模型。）",
 }
+# A tool's output (a calculation, the time) is not quoted from a source: say what it is.
+TOOL_DISCLAIMER = {
+    "en": "(Tool result: computed or looked up by the tool, no language model.)",
+    "zh": "（工具结果：由工具计算或查询，未使用语言模型。）",
+}
 NO_EVIDENCE = {
     "en": "I found no evidence in the knowledge base to answer this question.",
     "zh": "知识库中没有找到可以回答这个问题的资料。",
@@ -120,7 +125,8 @@ class ExtractiveProvider:
             return f"{DISCLAIMER[language]}\n\n{_not_answered(documents, language)}"
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
-        return f"{DISCLAIMER[language]}\n\n{body}"
+        label = DISCLAIMER if reading.picks else TOOL_DISCLAIMER
+        return f"{label[language]}\n\n{body}"
 
     def complete(self, messages: Sequence[Message], options: CompletionOptions) -> Completion:
         text = self.answer(messages)

@@ -70,6 +70,8 @@ def test_it_answers_a_chinese_tool_question_with_the_tool_result_alone(docs_kb, 
     assert data["shortcut"] is None and data["tools"] == [tool]
     assert answer_part in data["answer"] and "没有共同的词语" not in data["answer"]
     assert data["citations"][0]["doc"] == tool and data["citations"][0]["chunk_id"] is None
+    # A tool's result is labelled as one, not as sentences quoted from the sources.
+    assert data["answer"].startswith("（工具结果") and "摘自资料原文" not in data["answer"]
 
 
 def test_its_readable_citation_of_a_tool_names_no_chunk(docs_kb):

@@ -155,6 +155,15 @@ def test_it_renames_a_session_over_htmx(alice_client, answer):
     assert 'id="session-s1"' in response.content.decode() and "Reviews" in response.content.decode()
     assert "<html" not in response.content.decode()
     assert Conversation.objects.get(session_id="s1").title == "Reviews"
+    assert 'id="chat-title"' not in response.content.decode()  # renamed from another chat's page
+
+
+def test_renaming_the_open_chat_renames_its_heading(alice_client, answer):
+    html = alice_client.post(post_urls(answer)["rename"], {"title": "Incident reviews", "current": "s1"},
+                             headers=HTMX).content.decode()
+
+    heading = html[html.index('id="chat-title"'):]
+    assert 'hx-swap-oob="true"' in heading[:60] and heading.split(">", 1)[1].startswith("Incident reviews")
 
 
 def test_it_renames_without_javascript(alice_client, answer):

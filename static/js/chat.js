@@ -137,6 +137,18 @@
     stop.hidden = !writing;
   });
 
+  // Edit puts an earlier question back in the box, to change and send again.
+  document.addEventListener("click", function (event) {
+    var edit = event.target instanceof Element ? event.target.closest("[data-edit-message]") : null;
+    if (!edit) return;
+    var box = document.getElementById("chat-message");
+    var bubble = edit.closest(".msg-user").querySelector(".bubble");
+    if (!box || !bubble) return;
+    box.value = bubble.innerText.trim();
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  });
+
   // The stage panel opens and closes on click, and stays as the reader left it.
   function setPipelineOpen(panel, open) {
     panel.classList.toggle("is-compact", !open);
