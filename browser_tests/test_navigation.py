@@ -1,7 +1,11 @@
 """In a real browser: the skip link, the current section, the menu on a phone, the short name
-filled from the name, and a 404 for a knowledge base that is not there."""
+filled from the name, a 404 for a knowledge base that is not there, and times in the reader's zone."""
 
 from __future__ import annotations
+
+import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from playwright.sync_api import Page, expect
 
@@ -43,3 +47,19 @@ def test_navigation_works_by_keyboard_on_a_phone_and_when_lost(page: Page, scree
     # (templates/404.html) is checked with DEBUG off in agentic_rag/tests/test_pages.py.
     response = page.goto(page.url.rstrip("/") + "/kb/no-such-kb/")
     assert response is not None and response.status == 404
+
+
+def test_times_show_in_the_readers_zone(browser, server):
+    context = browser.new_context(base_url=server, timezone_id="Asia/Tokyo", locale="en-GB")
+    page = context.new_page()
+    try:
+        log_in(page)
+        page.goto("/settings/tokens/")
+        page.fill("input[name=name]", "zone check")
+        page.get_by_role("button", name="Create token").click()
+        time = page.locator("table.tokens time").first
+        expect(time).to_have_attribute("title", re.compile(r"\d{4}-\d\d-\d\dT"))
+        moment = datetime.fromisoformat(time.get_attribute("datetime")).astimezone(ZoneInfo("Asia/Tokyo"))
+        expect(time).to_contain_text(moment.strftime("%H:%M"))
+    finally:
+        context.close()

@@ -158,4 +158,23 @@
     var form = event.target instanceof Element ? event.target.closest("form[data-confirm]") : null;
     if (form && !window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
   });
+
+  // Times are written by the server in its zone; show them in the reader's. A <time> keeps
+  // its ISO datetime in the title, so the exact moment is one hover away.
+  function localizeTimes(root) {
+    if (!root.querySelectorAll) return;
+    var now = new Date();
+    root.querySelectorAll("time[datetime*='T']").forEach(function (time) {
+      var when = new Date(time.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      var options = time.getAttribute("data-local") === "time"
+        ? { hour: "2-digit", minute: "2-digit", second: "2-digit" }
+        : { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
+      if (options.month && when.getFullYear() !== now.getFullYear()) options.year = "numeric";
+      time.textContent = when.toLocaleString([], options);
+      time.title = time.getAttribute("datetime");
+    });
+  }
+  // htmx fires htmx:load for the page, then for every fragment it swaps in.
+  document.addEventListener("htmx:load", function (event) { localizeTimes(event.detail.elt); });
 })();
