@@ -9,15 +9,12 @@ from playwright.sync_api import Page, expect
 
 from agentic_rag.llm.testing import FakeOpenAIServer
 
-from .conftest import PASSWORD, STAFF_USERNAME
+from .conftest import STAFF_USERNAME
+from .test_upload import log_in
 
 
 def log_in_as_staff(page: Page) -> None:
-    page.goto("/login/")
-    page.fill("input[name=username]", STAFF_USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Knowledge bases", exact=True)).to_be_visible()
+    log_in(page, STAFF_USERNAME)
 
 
 def test_staff_add_test_and_remove_a_model(page: Page, screenshots):

@@ -51,9 +51,9 @@ HTML = """<!doctype html><html><head><title>Deployment guide</title></head><body
 """
 
 
-def log_in(page: Page) -> None:
+def log_in(page: Page, username: str = USERNAME) -> None:
     page.goto("/login/")
-    page.fill("input[name=username]", USERNAME)
+    page.fill("input[name=username]", username)
     page.fill("input[name=password]", PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Knowledge bases", exact=True)).to_be_visible()
