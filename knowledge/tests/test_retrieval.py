@@ -199,12 +199,12 @@ def test_an_untuned_kb_searches_as_its_embedder_suits(kb, embedder, expected):
 @pytest.mark.parametrize(
     ("embedder", "depths"),
     [
-        ("e5-small", {"hybrid": 10, "vector": 20, "multipath": 20}),
-        ("openai:text-embedding-3-small", {"hybrid": 10, "vector": 20, "multipath": 20}),
+        ("e5-small", {"hybrid": 5, "vector": 20, "multipath": 20}),
+        ("openai:text-embedding-3-small", {"hybrid": 5, "vector": 20, "multipath": 20}),
         ("hashing-1024", {"hybrid": 20, "vector": 20, "multipath": 20}),
     ],
 )
-def test_an_untuned_kb_over_model_vectors_reranks_only_fusions_top_10(kb, embedder, depths):
+def test_an_untuned_kb_over_model_vectors_reranks_only_fusions_head(kb, embedder, depths):
     kb.embedder = embedder
 
     measured = {mode: params_for_kb(kb, mode=mode).head_to_rerank for mode in depths}
