@@ -183,7 +183,7 @@ def test_kb_params_cut_queries_at_the_setting(kb, settings):
     ("embedder", "expected"),
     [
         ("hashing-1024", ("weighted", 0.0, 1.0, False, (1.0, 0.0, 0.0, 0.0, 0.0))),
-        ("e5-small", ("weighted", 0.5, 0.5, True, (1.0, 0.8, 0.0, 0.5, 0.0))),
+        ("e5-small", ("weighted", 0.4, 0.6, True, (1.0, 0.8, 0.0, 0.5, 0.0))),
     ],
 )
 def test_an_untuned_kb_searches_as_its_embedder_suits(kb, embedder, expected):
