@@ -32,6 +32,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "threshold": re.compile(r"阈值|门槛|门控|条件|上限|下限|至少|最多|\bthreshold|\bcut-?off\b|\blimit\b|\bminimum\b|\bmaximum\b|\btrigger", re.I),
     "number": re.compile(
         r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
+        r"|温度|\btemperature\b"
         r"|\bconstant\b|\bweights?\b|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
     "list": re.compile(r"哪些|哪几|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),

@@ -65,7 +65,8 @@ def test_it_tells_commands_and_code_from_prose(line, is_code):
 @pytest.mark.parametrize(
     ("question", "kind"),
     [("混合检索的权重是多少？", "number"), ("How many stages are there?", "number"),
-     ("多久过期？", "time"), ("哪些文件格式可以上传？", "list"), ("What is the gate's threshold?", "threshold")],
+     ("多久过期？", "time"), ("哪些文件格式可以上传？", "list"), ("What is the gate's threshold?", "threshold"),
+     ("知识问答时大模型用什么温度？", "number"), ("Which temperature does code generation use?", "number")],
 )
 def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
     assert kind in expected_answer_types(question)
@@ -176,3 +177,16 @@ def test_a_heading_is_not_quoted_as_the_answer():
     )
 
     assert "jieba" in answer and "Keyword leg (BM25) [1]" not in answer
+
+
+def test_a_temperature_question_is_answered_by_the_value_not_by_talk_about_the_model():
+    from knowledge.analysis import analyze  # the chat's tokenizer (jieba), as the pipeline reads
+
+    passages = [
+        Passage("2", "知识库的设置里可以指定优先使用的模型，或要求回答总是摘录原文、不用模型。", 1, "没有配置大模型也能用吗？"),
+        Passage("1", "知识问答 0.1；代码生成 0.2；摘要总结 0.3；创意写作 0.7。", 0, "动态温度"),
+    ]
+
+    reading = read("知识问答时大模型用什么温度？", passages, tokenize=analyze)
+
+    assert reading.picks and reading.picks[0].unit.text.startswith("知识问答 0.1")
