@@ -91,14 +91,15 @@ class ModelStatus:
 def model_statuses() -> list[ModelStatus]:
     """Every model in the router's order: the environment's first, then the page's rows."""
     router = get_llm()
-    live = {provider.name: provider for provider in router.providers}
+    rows = list(ModelProvider.objects.all())
+    stored = {row.name for row in rows}
+    live = {provider.name for provider in router.providers}
     statuses = [
         _status(None, provider.name, getattr(provider, "model", ""), getattr(provider, "base_url", ""), "from the environment", router)
-        for provider in router.providers if not ModelProvider.objects.filter(name=provider.name).exists()
+        for provider in router.providers if provider.name not in stored
     ]
-    for row in ModelProvider.objects.all():
-        state = router if row.name in live else None
-        statuses.append(_status(row, row.name, row.model, row.base_url, _key_label(row), state))
+    for row in rows:
+        statuses.append(_status(row, row.name, row.model, row.base_url, _key_label(row), router if row.name in live else None))
     return statuses
 
 

@@ -143,7 +143,10 @@ def test_it_uploads_files_and_watches_them_reach_ready(page: Page, tmp_path, scr
     expect(pending).to_be_visible()
     expect(pending).to_contain_text("Uploading")
     page.screenshot(path=str(screenshots / "kb-page-uploading.png"))
-    page.wait_for_function("() => true")  # let the route handler record the request
+    for _ in range(100):  # the route handler runs when Playwright next listens to the page
+        if held:
+            break
+        page.wait_for_timeout(50)
     held[0].continue_()
     page.unroute("**/kb/browser-kb/upload/")
     expect(page.locator("#document-rows tr", has_text="late.md")).to_have_attribute("data-status", "ready", timeout=60_000)

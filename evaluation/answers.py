@@ -20,6 +20,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from agentic_rag.llm import get_llm
 from chat.models import Conversation
 from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
 from chat.pipeline.citations import verify_quote
@@ -125,6 +126,23 @@ def chat_asker(
         return result
 
     return ask
+
+
+def ask_through_chat(
+    kb: KnowledgeBase, user: Any, cases: Sequence[AnswerCase], *, agent_type: str = "auto",
+    on_progress: Progress = no_progress,
+) -> AnswerEvaluation:
+    """Ask the cases through the chat as user, with the configured models, and score them;
+    the conversations the questions opened are removed afterwards (their traces stay)."""
+    llm = get_llm()
+    conversations: list[int] = []
+    try:
+        return evaluate_answers(
+            cases, chat_asker(kb, user, llm=llm, conversations=conversations, agent_type=agent_type),
+            chunk_text=chunk_text_from_db, config=answer_config(kb, llm, agent_type), on_progress=on_progress,
+        )
+    finally:
+        delete_conversations(conversations)
 
 
 def evaluate_answers(

@@ -13,17 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentic_rag.llm import get_llm
-
-from .answers import (
-    answer_config,
-    answer_run_fields,
-    chat_asker,
-    chunk_text_from_db,
-    delete_conversations,
-    evaluate_answers,
-    load_answer_cases,
-)
+from .answers import answer_run_fields, ask_through_chat, load_answer_cases
 from .models import ANSWERS_MODE, EvaluationRun, GoldenSet, RunStatus
 from .runner import EvaluationError, evaluate, load_questions, run_fields
 
@@ -52,11 +42,9 @@ def queue_run(kb, request: RunRequest, user, dispatch_run) -> EvaluationRun:
 
 def execute_run(run_id: int) -> None:
     """Run a queued evaluation and store its results (or why it failed) on its row."""
-    run = EvaluationRun.objects.select_related("kb", "golden_set", "requested_by").filter(pk=run_id).first()
-    if run is None or run.status != RunStatus.QUEUED:
-        return  # deleted, or already taken by another worker
     if not EvaluationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING):
-        return
+        return  # deleted, or already taken by another worker
+    run = EvaluationRun.objects.select_related("kb", "golden_set", "requested_by").get(pk=run_id)
     reporter = _ProgressWriter(run_id)
     try:
         fields = _answers(run, reporter) if run.is_answer_run else _retrieval(run, reporter)
@@ -83,16 +71,7 @@ def _answers(run: EvaluationRun, on_progress) -> dict[str, Any]:
         raise EvaluationError("no golden question states keywords, sources or a shortcut to score answers on")
     if run.requested_by is None:
         raise EvaluationError("the user who started this run no longer exists")
-    agent = run.agent
-    llm = get_llm()
-    conversations: list[int] = []
-    try:
-        evaluation = evaluate_answers(
-            cases, chat_asker(run.kb, run.requested_by, llm=llm, conversations=conversations, agent_type=agent),
-            chunk_text=chunk_text_from_db, config=answer_config(run.kb, llm, agent), on_progress=on_progress,
-        )
-    finally:
-        delete_conversations(conversations)
+    evaluation = ask_through_chat(run.kb, run.requested_by, cases, agent_type=run.agent, on_progress=on_progress)
     return answer_run_fields(evaluation)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.urls import reverse
 
+from chat.models import Feedback
+
 from .answers import ANSWER_METRICS, trace_url
 from .metrics import METRIC_KEYS
 from .models import EvaluationRun, GoldenQuestion, RunStatus
@@ -153,18 +155,6 @@ def _run_url(run: EvaluationRun) -> str:
     return reverse("evaluation-run", args=[run.kb.slug, run.pk])
 
 
-def feedback_candidates(kb, user, limit: int = 20) -> list[Any]:
-    """The user's own thumbs-down answers from this KB that no golden set holds yet.
-
-    Only the user's own: another user's questions are part of their conversations.
-    """
-    from chat.models import Feedback
-
-    taken = set(GoldenQuestion.objects.filter(golden_set__kb=kb, qid__startswith=FEEDBACK_QID).values_list("qid", flat=True))
-    found = Feedback.objects.filter(user=user, is_positive=False, trace__route=kb.slug).select_related("trace")
-    return [f for f in found[: limit + len(taken)] if feedback_qid(f.pk) not in taken][:limit]
-
-
 FEEDBACK_QID = "feedback-"
 
 
@@ -172,14 +162,23 @@ def feedback_qid(feedback_id: int) -> str:
     return f"{FEEDBACK_QID}{feedback_id}"
 
 
+def _thumbs_down(kb, user):
+    """The user's own thumbs-down answers from this KB: another user's questions are part of
+    their conversations and never offered."""
+    return Feedback.objects.filter(user=user, is_positive=False, trace__route=kb.slug)
+
+
+def feedback_candidates(kb, user, limit: int = 20) -> list[Feedback]:
+    """The user's thumbs-down answers from this KB that no golden set holds yet."""
+    qids = GoldenQuestion.objects.filter(golden_set__kb=kb, qid__startswith=FEEDBACK_QID).values_list("qid", flat=True)
+    taken = [int(qid.removeprefix(FEEDBACK_QID)) for qid in qids if qid.removeprefix(FEEDBACK_QID).isdigit()]
+    return list(_thumbs_down(kb, user).exclude(pk__in=taken).select_related("trace")[:limit])
+
+
 def feedback_initial(kb, user, feedback_id: int) -> dict[str, Any] | None:
     """A golden question drafted from one of the user's thumbs-down answers: its question,
     and the documents the answer cited as a first guess at the sources (to be corrected)."""
-    from chat.models import Feedback
-
-    feedback = Feedback.objects.filter(
-        pk=feedback_id, user=user, is_positive=False, trace__route=kb.slug
-    ).select_related("message").first()
+    feedback = _thumbs_down(kb, user).filter(pk=feedback_id).select_related("message").first()
     if feedback is None:
         return None
     cited = {c.get("doc") for c in feedback.message.citations if isinstance(c, dict)}

@@ -8,17 +8,12 @@ search returns), so what is shown is what was indexed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agentic_rag.llm.units import is_heading_of
+from agentic_rag.llm.units import LIST_MARK, TABLE_SEPARATOR, is_heading_of, table_cells
 
 from .models import Chunk
-
-_CELL_SPLIT = re.compile(r"\s*\|\s*")
-_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
 
 
 @dataclass(frozen=True)
@@ -65,13 +60,14 @@ def _pieces(text: str, children: Sequence[Chunk]) -> list[tuple[int | None, str]
     cursor = 0  # the end of what has been handed out
     start = -1  # where the previous child was found
     for child in children:
-        found = text.find(child.text.strip(), start + 1)
+        passage = child.text.strip()
+        found = text.find(passage, start + 1)
         if found < 0:
             pieces.append((child.pk, ""))
             continue
         if found > cursor:
             pieces.append((None, text[cursor:found]))
-        end = found + len(child.text.strip())
+        end = found + len(passage)
         pieces.append((child.pk, text[max(found, cursor):end]))
         cursor, start = max(cursor, end), found
     if cursor < len(text):
@@ -96,16 +92,16 @@ def text_blocks(text: str) -> list[Block]:
             continue
         run = _run(lines, i, _is_row)
         if len(run) >= 2:
-            rows = tuple(tuple(_cells(row)) for row in run if not _TABLE_SEPARATOR.match(row))
+            rows = tuple(tuple(table_cells(row)) for row in run if not TABLE_SEPARATOR.match(row))
             blocks.append(Block("table", rows=rows))
             i += len(run)
             continue
-        run = _run(lines, i, lambda text: bool(_LIST_ITEM.match(text)))
+        run = _run(lines, i, lambda text: bool(LIST_MARK.match(text)))
         if run:
-            blocks.append(Block("list", tuple(_LIST_ITEM.sub("", item) for item in run)))
+            blocks.append(Block("list", tuple(LIST_MARK.sub("", item) for item in run)))
             i += len(run)
             continue
-        run = _run(lines, i, lambda text: bool(text.strip()) and not _is_row(text) and not _LIST_ITEM.match(text))
+        run = _run(lines, i, lambda text: bool(text.strip()) and not _is_row(text) and not LIST_MARK.match(text))
         blocks.append(Block("paragraph", tuple(run)))
         i += len(run)
     return blocks
@@ -119,11 +115,7 @@ def _run(lines: list[str], start: int, accepts) -> list[str]:
 
 
 def _is_row(line: str) -> bool:
-    return "|" in line and len(_cells(line)) >= 2
-
-
-def _cells(line: str) -> list[str]:
-    return list(_CELL_SPLIT.split(line.strip().strip("|").strip()))
+    return "|" in line and len(table_cells(line)) >= 2
 
 
 def _without_heading(text: str, title: str) -> str:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAS_CJK = re.compile(f"[{_CJK}]")
-_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
+LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
 _QUOTE_MARK = re.compile(r"^\s*>\s?")
 # A sentence ends after 。！？!? (with closing quotes), or after a full stop followed by
 # space or the end (so 3.5 and example.com stay whole). Not at "；": the clauses it joins
@@ -145,7 +145,7 @@ def _readable_lines(text: str) -> Iterator[tuple[str, str]]:
     while i < len(lines):
         width = _cell_count(lines[i])
         end = i + 1
-        while width >= 2 and end < len(lines) and (_cell_count(lines[end]) == width or _TABLE_SEPARATOR.match(lines[end])):
+        while width >= 2 and end < len(lines) and (_cell_count(lines[end]) == width or TABLE_SEPARATOR.match(lines[end])):
             end += 1
         if width >= 2 and end - i >= 2:
             yield from _table_rows(lines[i:end])
@@ -153,18 +153,18 @@ def _readable_lines(text: str) -> Iterator[tuple[str, str]]:
             continue
         line = lines[i]
         i += 1
-        if _TABLE_SEPARATOR.match(line) or not line.strip():
+        if TABLE_SEPARATOR.match(line) or not line.strip():
             continue
-        kind = "item" if _LIST_MARK.match(line) else "line"
-        cleaned = strip_markdown(_LIST_MARK.sub("", line))
+        kind = "item" if LIST_MARK.match(line) else "line"
+        cleaned = strip_markdown(LIST_MARK.sub("", line))
         if width >= 2:  # a lone row: its cells, without the pipes
-            cleaned = ", ".join(_cells(cleaned))
+            cleaned = ", ".join(table_cells(cleaned))
         if cleaned:
             yield cleaned, kind
 
 
 def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
-    rows = [_cells(strip_markdown(line)) for line in lines if not _TABLE_SEPARATOR.match(line)]
+    rows = [table_cells(strip_markdown(line)) for line in lines if not TABLE_SEPARATOR.match(line)]
     if not _is_header(rows[0]):  # a chunk cut from the middle of a table: rows without names
         for row in rows:
             yield ", ".join(cell for cell in row if cell), "row"
@@ -184,12 +184,13 @@ def _is_header(cells: list[str]) -> bool:
 
 
 def _cell_count(line: str) -> int:
-    if "|" not in line or _TABLE_SEPARATOR.match(line):
+    if "|" not in line or TABLE_SEPARATOR.match(line):
         return 0
-    return len(_cells(line))
+    return len(table_cells(line))
 
 
-def _cells(line: str) -> list[str]:
+def table_cells(line: str) -> list[str]:
+    """The cells of a Markdown table line, without the outer pipes, each stripped."""
     stripped = line.strip()
     if stripped.startswith("|"):
         stripped = stripped[1:]

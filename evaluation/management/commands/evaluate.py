@@ -10,16 +10,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentic_rag.llm import get_llm
 from chat.cli import command_user
 from chat.workers import AGENT_TYPES
 from evaluation.answers import (
     ANSWER_METRICS,
-    answer_config,
-    chat_asker,
-    chunk_text_from_db,
-    delete_conversations,
-    evaluate_answers,
+    ask_through_chat,
     load_answer_cases,
     save_answer_run,
 )
@@ -98,16 +93,7 @@ class Command(BaseCommand):
         cases = load_answer_cases(kb, golden_set=options["golden_set"], split=split)
         if not cases:
             raise CommandError(f"knowledge base '{kb.slug}' has no golden questions to score answers on")
-        llm = get_llm()
-        conversations: list[int] = []
-        try:
-            agent = options["agent"]
-            evaluation = evaluate_answers(
-                cases, chat_asker(kb, user, llm=llm, conversations=conversations, agent_type=agent),
-                chunk_text=chunk_text_from_db, config=answer_config(kb, llm, agent),
-            )
-        finally:
-            delete_conversations(conversations)
+        evaluation = ask_through_chat(kb, user, cases, agent_type=options["agent"])
         golden_set = kb.golden_sets.filter(name=options["golden_set"]).first() if options["golden_set"] else None
         run = save_answer_run(kb, evaluation, golden_set=golden_set, split=split)
         self._write_json(evaluation.as_json(), options["json"])
