@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test setup worker browser-test chromium clean
+.PHONY: run test setup worker browser-test chromium messages clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed")'
@@ -49,6 +49,12 @@ chromium:
 # A Celery worker for the full stack (needs REDIS_URL or CELERY_BROKER_URL).
 worker: $(VENV)/.installed
 	$(VENV)/bin/celery -A agentic_rag worker --queues default,ingestion,embedding,graph --loglevel INFO
+
+# The Chinese interface: extract the English messages into locale/zh_Hans's .po, translate
+# the new entries there, then compile. The .mo is committed, so setup needs no gettext.
+messages: $(VENV)/.installed
+	$(PY) manage.py makemessages --locale zh_Hans --no-location --ignore 'var/*' --ignore 'artifacts/*'
+	$(PY) manage.py compilemessages --locale zh_Hans --ignore '.venv'
 
 clean:
 	rm -rf $(VENV) var/staticfiles

@@ -18,6 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from agentic_rag.background import dispatch, remember_server_loop  # noqa: E402
+from agentic_rag.locale import LocaleMiddleware  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from knowledge.routing import websocket_urlpatterns as knowledge_websockets  # noqa: E402
 from knowledge.tasks import resume_embedding_upgrades  # noqa: E402
@@ -26,7 +27,9 @@ router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([*knowledge_websockets, *chat_websockets]))
+            AuthMiddlewareStack(
+                LocaleMiddleware(URLRouter([*knowledge_websockets, *chat_websockets]))
+            )
         ),
     }
 )

@@ -11,6 +11,8 @@ from typing import Any
 from django import forms
 from django.db import transaction
 from django.db.models import Max
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from .llm import CompletionOptions, LLMError, Message, get_llm
 from .llm.openai import OpenAICompatibleProvider
@@ -23,14 +25,17 @@ TEST_TIMEOUT_S = 15.0
 
 class ModelProviderForm(forms.ModelForm):
     base_url = forms.URLField(
-        label="Base URL", max_length=500, assume_scheme="https", help_text="For example https://api.deepseek.com/v1."
+        label=_("Base URL"), max_length=500, assume_scheme="https", help_text=_("For example https://api.deepseek.com/v1.")
     )
     api_key = forms.CharField(
-        label="API key", required=False, strip=True,
+        label=_("API key"), required=False, strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="Stored encrypted; never shown again. Leave it empty to keep the stored key, or to name an environment variable below instead.",
+        help_text=_(
+            "Stored encrypted; never shown again. Leave it empty to keep the stored key, or to name an environment "
+            "variable below instead."
+        ),
     )
-    clear_key = forms.BooleanField(label="Remove the stored key", required=False)
+    clear_key = forms.BooleanField(label=_("Remove the stored key"), required=False)
 
     field_order = ["name", "base_url", "model", "api_key", "clear_key", "api_key_env"]
 
@@ -38,6 +43,19 @@ class ModelProviderForm(forms.ModelForm):
         model = ModelProvider
         fields = ["name", "base_url", "model", "api_key_env", "connect_timeout_s", "first_token_timeout_s",
                   "total_timeout_s", "enabled"]
+        labels = {
+            "name": _("Name"),
+            "model": _("Model"),
+            "api_key_env": _("API key from environment variable"),
+            "connect_timeout_s": _("Connect timeout (s)"),
+            "first_token_timeout_s": _("First token timeout (s)"),
+            "total_timeout_s": _("Total timeout (s)"),
+            "enabled": _("Enabled"),
+        }
+        help_texts = {
+            "name": _("Shown in traces and on the settings page."),
+            "api_key_env": _("The name of an environment variable holding the key, instead of storing it."),
+        }
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -57,7 +75,7 @@ class ModelProviderForm(forms.ModelForm):
         for field in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s"):
             value = data.get(field)
             if value is not None and not 0 < value <= 600:
-                self.add_error(field, "Use a number of seconds between 0 and 600.")
+                self.add_error(field, gettext("Use a number of seconds between 0 and 600."))
         return data
 
     def save(self, commit: bool = True) -> ModelProvider:
@@ -87,6 +105,20 @@ class ModelStatus:
     failure_percent: int  # of this process's calls in the breaker's window
     failures: list[tuple[datetime, str]]
 
+    @property
+    def breaker_label(self) -> str:
+        """The breaker's state as shown; `breaker` itself stays the CSS hook."""
+        return str(BREAKER_LABELS.get(self.breaker, self.breaker))
+
+
+BREAKER_LABELS = {
+    "closed": _("closed"),
+    "open": _("open"),
+    "half_open": _("half open"),
+    "disabled": _("disabled"),
+    "not in use": _("not in use"),
+}
+
 
 def model_statuses() -> list[ModelStatus]:
     """Every model in the router's order: the environment's first, then the page's rows."""
@@ -95,7 +127,7 @@ def model_statuses() -> list[ModelStatus]:
     stored = {row.name for row in rows}
     live = {provider.name for provider in router.providers}
     statuses = [
-        _status(None, provider.name, getattr(provider, "model", ""), getattr(provider, "base_url", ""), "from the environment", router)
+        _status(None, provider.name, getattr(provider, "model", ""), getattr(provider, "base_url", ""), gettext("from the environment"), router)
         for provider in router.providers if provider.name not in stored
     ]
     for row in rows:
@@ -116,8 +148,8 @@ def _key_label(row: ModelProvider) -> str:
     if key.problem:
         return key.problem
     if row.api_key_env:
-        return f"from ${row.api_key_env}"
-    return "stored, encrypted" if key.value else "none"
+        return gettext("from $%(name)s") % {"name": row.api_key_env}
+    return gettext("stored, encrypted") if key.value else gettext("none")
 
 
 def move(row: ModelProvider, step: int) -> None:
@@ -159,4 +191,4 @@ def check_connection(row: ModelProvider) -> ConnectionCheck:
         completion = provider.complete(list(TEST_PROMPT), CompletionOptions(max_tokens=5, timeout_s=min(row.total_timeout_s, TEST_TIMEOUT_S)))
     except LLMError as exc:
         return ConnectionCheck(False, (time.perf_counter() - started) * 1000, str(exc))
-    return ConnectionCheck(True, (time.perf_counter() - started) * 1000, completion.text.strip()[:200] or "(an empty reply)")
+    return ConnectionCheck(True, (time.perf_counter() - started) * 1000, completion.text.strip()[:200] or gettext("(an empty reply)"))

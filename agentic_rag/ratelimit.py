@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext
 
 Clock = Callable[[], float]
 
@@ -37,7 +38,9 @@ class Decision:
 
     @property
     def message(self) -> str:
-        return f"Too many requests ({self.level} limit {self.limit}/s); retry in {self.retry_after_s} s."
+        return gettext("Too many requests (%(level)s limit %(limit)s/s); retry in %(seconds)s s.") % {
+            "level": self.level, "limit": self.limit, "seconds": self.retry_after_s,
+        }
 
 
 ALLOWED = Decision(True)

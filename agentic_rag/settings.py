@@ -48,7 +48,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 # secure cookies, HTTPS redirects and HSTS. Off by default: `make run` serves plain HTTP on
 # 127.0.0.1, where secure cookies would never be sent back.
 HTTPS = envbool("HTTPS", "false")
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = LANGUAGE_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
 SECURE_HSTS_SECONDS = int(os.getenv("SECURE_HSTS_SECONDS", "31536000")) if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 # Asking browsers to preload HSTS commits the domain and every subdomain to HTTPS for months:
@@ -89,6 +89,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # After sessions, before common: the language comes from the switch's cookie, else
+    # from the browser's Accept-Language.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -110,6 +113,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -195,6 +199,12 @@ LOGIN_REDIRECT_URL = "knowledge-list"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en"
+# The interface speaks one language at a time; English is the source, Chinese is
+# translated in locale/. Documents and answers keep their own language.
+LANGUAGES = [("en", "English"), ("zh-hans", "中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the switch's choice outlives the browser session
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = os.getenv("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch
     path("settings/tokens/", views.token_list, name="token-list"),
     path("settings/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("settings/models/", views.model_list, name="model-list"),

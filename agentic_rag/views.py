@@ -8,6 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import model_settings
@@ -19,7 +21,7 @@ TOKENS = "agentic_rag/tokens.html"
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, strip=True)
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=100, strip=True)
 
 
 def _get_token_for_user(request: HttpRequest, pk: int) -> ApiToken:
@@ -46,7 +48,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     token.revoke()
     if request.htmx:
         return render(request, f"{TOKENS}#token-row", {"token": token})
-    messages.success(request, f"Revoked “{token.name}”.")
+    messages.success(request, _("Revoked “%(name)s”.") % {"name": token.name})
     return redirect("token-list")
 
 
@@ -68,7 +70,9 @@ def model_list(request: HttpRequest) -> HttpResponse:
     form = ModelProviderForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         row = form.save()
-        messages.success(request, f"Added {row.name}. Test it below; the chat uses it from the next question on.")
+        messages.success(
+            request, _("Added %(name)s. Test it below; the chat uses it from the next question on.") % {"name": row.name}
+        )
         return redirect("model-list")
     context = {"form": form, "statuses": model_settings.model_statuses(), "has_model": get_llm().has_model}
     return render(request, MODELS, context, status=400 if form.errors else 200)
@@ -82,7 +86,7 @@ def model_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = ModelProviderForm(request.POST or None, instance=row)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, f"Saved {row.name}.")
+        messages.success(request, _("Saved %(name)s.") % {"name": row.name})
         return redirect("model-list")
     return render(request, MODEL_FORM, {"form": form, "row": row}, status=400 if form.errors else 200)
 
@@ -101,7 +105,7 @@ def model_delete(request: HttpRequest, pk: int) -> HttpResponse:
     _staff_only(request)
     row = get_object_or_404(ModelProvider, pk=pk)
     model_settings.delete(row)
-    messages.success(request, f"Removed {row.name}.")
+    messages.success(request, _("Removed %(name)s.") % {"name": row.name})
     return redirect("model-list")
 
 

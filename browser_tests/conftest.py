@@ -88,7 +88,7 @@ def server(tmp_path_factory) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser, server):
-    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
+    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900}, locale="en-US")
     page = context.new_page()
     page.set_default_timeout(20_000)
     # Every page runs under the app's Content-Security-Policy: a blocked script, style or

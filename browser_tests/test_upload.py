@@ -187,7 +187,7 @@ def test_it_switches_and_remembers_the_theme(page: Page):
 
 
 def test_it_follows_the_system_theme_by_default(browser, server):
-    context = browser.new_context(base_url=server, color_scheme="dark")
+    context = browser.new_context(base_url=server, color_scheme="dark", locale="en-US")
     page = context.new_page()
     page.goto("/login/")
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")

@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import escape
+from django.utils.translation import gettext_lazy
 
 from agentic_rag.ratelimit import Decision, check_rate
 
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 PAGE = "chat/chat.html"
 SIDEBAR_SIZE = 50
-BUSY = "Still answering the last question · 上一个问题还在回答中"
+BUSY = gettext_lazy("Still answering the last question.")
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

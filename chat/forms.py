@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxLengthValidator
+from django.utils.translation import gettext, gettext_lazy
 
 from knowledge.models import KnowledgeBase
 
@@ -18,7 +19,7 @@ UNKNOWN_KB = "unknown_kb"
 class AskForm(forms.Form):
     """A question: message, optional session, and a KB slug or "auto"."""
 
-    message = forms.CharField(strip=True, error_messages={"required": "The message is empty."})
+    message = forms.CharField(strip=True, error_messages={"required": gettext_lazy("The message is empty.")})
     session_id = forms.RegexField(
         regex=r"^[A-Za-z0-9_.:-]{1,64}$",
         required=False,
@@ -34,7 +35,7 @@ class AskForm(forms.Form):
         self.fields["message"].max_length = limit
         self.fields["message"].validators.append(MaxLengthValidator(limit))
         self.fields["message"].error_messages["max_length"] = (
-            f"The message is longer than {limit} characters."
+            gettext("The message is longer than %(limit)s characters.") % {"limit": limit}
         )
 
     def clean_kb(self) -> str | None:
@@ -43,7 +44,7 @@ class AskForm(forms.Form):
             return None
         # One message for a KB that does not exist and one the user may not read.
         if not KnowledgeBase.objects.readable_by(self.user).filter(slug=slug).exists():
-            raise forms.ValidationError("No such knowledge base.", code=UNKNOWN_KB)
+            raise forms.ValidationError(gettext("No such knowledge base."), code=UNKNOWN_KB)
         return slug
 
     def clean_agent_type(self) -> str:
@@ -56,7 +57,7 @@ class AskForm(forms.Form):
         return self.has_error("kb", UNKNOWN_KB)
 
     def first_error(self) -> str:
-        return next(iter(e for errors in self.errors.values() for e in errors), "Invalid input.")
+        return next(iter(e for errors in self.errors.values() for e in errors), gettext("Invalid input."))
 
 
 class RenameForm(forms.Form):
@@ -91,7 +92,7 @@ class FeedbackApiForm(forms.Form):
         return value
 
     def first_error(self) -> str:
-        return next(iter(e for errors in self.errors.values() for e in errors), "Invalid input.")
+        return next(iter(e for errors in self.errors.values() for e in errors), gettext("Invalid input."))
 
 
 def chat_request(form: AskForm) -> ChatRequest:

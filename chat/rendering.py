@@ -10,6 +10,7 @@ import markdown
 import nh3
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
 
 ALLOWED_TAGS = {
     "p", "br", "hr", "strong", "em", "b", "i", "del", "sup", "sub", "code", "pre", "blockquote",
@@ -64,7 +65,8 @@ def _citation_link(match: re.Match, key: str, numbers: set[int]) -> str:
 
 def _link(n: int, key: str) -> str:
     key = escape(key)
+    title = gettext("Evidence %(n)s") % {"n": n}
     return (
         f'<a class="cite" href="#ev-{key}-{n}" data-cite="{n}" data-evidence="{key}"'
-        f' title="Evidence {n} · 证据 {n}">{n}</a>'
+        f' title="{escape(title)}">{n}</a>'
     )

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -121,7 +122,7 @@ def chat_delete(request: HttpRequest, session_id: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "chat/session_confirm_delete.html", {"conversation": conversation})
     conversation.delete()
-    messages.success(request, f"Deleted “{conversation.title or session_id}”.")
+    messages.success(request, gettext("Deleted “%(title)s”.") % {"title": conversation.title or session_id})
     return HttpResponseClientRedirect("/") if request.htmx else redirect("chat")
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.urls import reverse
+from django.utils.translation import gettext as _
 
 from chat.models import Feedback
 
@@ -35,8 +36,9 @@ class Bar:
 
 @dataclass(frozen=True)
 class Chart:
-    metric: str
+    metric: str  # also the chart's data-chart hook
     bars: tuple[Bar, ...]
+    caption: str = ""  # what the chart is titled, when not the metric itself
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,8 @@ def headline(run: EvaluationRun) -> list[tuple[str, float]]:
 
 
 def run_label(run: EvaluationRun) -> str:
-    kind = f"answers ({run.agent})" if run.is_answer_run else run.mode
-    scope = run.golden_set.name if run.golden_set else "every set"
+    kind = _("answers (%(agent)s)") % {"agent": run.agent} if run.is_answer_run else run.mode
+    scope = run.golden_set.name if run.golden_set else _("every set")
     return f"#{run.pk} {kind} · {scope}"
 
 
@@ -77,7 +79,7 @@ def run_charts(runs: Sequence[EvaluationRun]) -> list[Chart]:
 
 def category_chart(run: EvaluationRun, questions: Iterable[GoldenQuestion]) -> Chart | None:
     """The run's main metric per question category (answers: keyword pass; retrieval: nDCG@10)."""
-    category = {q.qid: q.category or "uncategorised" for q in questions}
+    category = {q.qid: q.category or _("uncategorised") for q in questions}
     metric = "keyword_pass" if run.is_answer_run else "ndcg@10"
     values: dict[str, list[float]] = defaultdict(list)
     for qid, outcome in run.per_question.items():
@@ -87,7 +89,7 @@ def category_chart(run: EvaluationRun, questions: Iterable[GoldenQuestion]) -> C
     if len(values) < 2:
         return None  # one category says nothing the headline does not
     bars = tuple(Bar(name, sum(v) / len(v), count=len(v)) for name, v in sorted(values.items()))
-    return Chart(f"{metric} by category", bars)
+    return Chart(f"{metric} by category", bars, _("%(metric)s by category") % {"metric": metric})
 
 
 def compare(runs: Sequence[EvaluationRun]) -> tuple[list[ComparedRow], list[ComparedRow]]:
@@ -99,7 +101,7 @@ def compare(runs: Sequence[EvaluationRun]) -> tuple[list[ComparedRow], list[Comp
     ]
     for name in ("p50", "p95"):
         values = [run.latency.get(name) for run in runs]
-        metrics.append(ComparedRow(f"latency {name} ms", tuple(_number(v, 1) for v in values), _differ(values)))
+        metrics.append(ComparedRow(_("latency %(name)s ms") % {"name": name}, tuple(_number(v, 1) for v in values), _differ(values)))
     flat = [_flatten(_config(run)) for run in runs]
     names = sorted({name for config in flat for name in config})
     config = [
@@ -120,7 +122,7 @@ def failures(run: EvaluationRun, texts: Mapping[str, str], limit: int = 100) -> 
             found.append({"qid": qid, "question": outcome.get("question", ""), "why": "; ".join(outcome["why"]),
                           "trace_url": trace_url(outcome.get("trace_id", ""))})
         elif not run.is_answer_run and outcome.get("hit@5", 1) == 0:
-            found.append({"qid": qid, "question": texts.get(qid, ""), "why": "no relevant document in the top 5",
+            found.append({"qid": qid, "question": texts.get(qid, ""), "why": _("no relevant document in the top 5"),
                           "trace_url": ""})
     return found[:limit]
 
@@ -128,7 +130,7 @@ def failures(run: EvaluationRun, texts: Mapping[str, str], limit: int = 100) -> 
 def _config(run: EvaluationRun) -> dict[str, Any]:
     """A run's settings in one shape: an answer run nests its retrieval settings under
     "retrieval", so a retrieval run's are put there too, and only real differences show."""
-    scope = {"mode": run.mode, "golden set": run.golden_set.name if run.golden_set else "every set"}
+    scope = {"mode": run.mode, "golden set": run.golden_set.name if run.golden_set else _("every set")}
     return {**scope, **run.params} if run.is_answer_run else {**scope, "retrieval": run.params}
 
 

@@ -16,6 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from knowledge.models import KnowledgeBase
@@ -60,7 +62,7 @@ def run_start(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, HOME, _home_context(request, kb, run_form=form), status=400)
     data = form.cleaned_data
     run = queue_run(kb, RunRequest(data["golden_set"], data["kind"], data["agent"]), request.user, dispatch_evaluation)
-    messages.success(request, f"Run #{run.pk} started in the background; its row shows the progress.")
+    messages.success(request, _("Run #%(pk)s started in the background; its row shows the progress.") % {"pk": run.pk})
     return redirect("evaluation-home", kb.slug)
 
 
@@ -121,8 +123,18 @@ def golden_set_import(request: HttpRequest, slug: str) -> HttpResponse:
             return render(request, HOME, _home_context(request, kb, import_form=form), status=400)
     report = import_dataset(kb, dataset, user=request.user)
     golden_set = kb.golden_sets.get(name=dataset.name)
-    skipped = f"; {report.skipped_questions} skipped (no relevant document in this KB)" if report.skipped_questions else ""
-    messages.success(request, f"Imported {report.questions} questions into “{golden_set.name}”{skipped}.")
+    values = {"count": report.questions, "name": golden_set.name, "skipped": report.skipped_questions}
+    if report.skipped_questions:
+        message = ngettext(
+            "Imported %(count)s question into “%(name)s”; %(skipped)s skipped (no relevant document in this KB).",
+            "Imported %(count)s questions into “%(name)s”; %(skipped)s skipped (no relevant document in this KB).",
+            report.questions,
+        )
+    else:
+        message = ngettext(
+            "Imported %(count)s question into “%(name)s”.", "Imported %(count)s questions into “%(name)s”.", report.questions
+        )
+    messages.success(request, message % values)
     return redirect("evaluation-set", kb.slug, golden_set.pk)
 
 
@@ -137,7 +149,7 @@ def golden_set_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         form = QuestionForm(golden_set, request.POST)
         if form.is_valid():
             question = form.save()
-            messages.success(request, f"Added question {question.qid}.")
+            messages.success(request, _("Added question %(qid)s.") % {"qid": question.qid})
             return redirect("evaluation-set", kb.slug, golden_set.pk)
     if form is None:
         form = QuestionForm(golden_set, initial=_feedback_draft(request, kb))
@@ -177,7 +189,7 @@ def golden_set_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     kb = _get_rw_kb_for_user(request, slug)
     golden_set = get_object_or_404(kb.golden_sets, pk=pk)
     golden_set.delete()
-    messages.success(request, f"Deleted the golden set “{golden_set.name}”; its runs are kept.")
+    messages.success(request, _("Deleted the golden set “%(name)s”; its runs are kept.") % {"name": golden_set.name})
     return redirect("evaluation-home", kb.slug)
 
 
@@ -189,7 +201,7 @@ def question_edit(request: HttpRequest, slug: str, pk: int, question_pk: int) ->
     form = QuestionForm(question.golden_set, request.POST or None, instance=question)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, f"Saved question {question.qid}.")
+        messages.success(request, _("Saved question %(qid)s.") % {"qid": question.qid})
         return redirect("evaluation-set", kb.slug, pk)
     status = 400 if request.method == "POST" else 200
     return render(request, QUESTION, {"kb": kb, "golden_set": question.golden_set, "question": question, "form": form}, status=status)
@@ -201,7 +213,7 @@ def question_delete(request: HttpRequest, slug: str, pk: int, question_pk: int) 
     kb = _get_rw_kb_for_user(request, slug)
     question = get_object_or_404(GoldenQuestion.objects.filter(golden_set__kb=kb, golden_set=pk), pk=question_pk)
     question.delete()
-    messages.success(request, f"Deleted question {question.qid}.")
+    messages.success(request, _("Deleted question %(qid)s.") % {"qid": question.qid})
     return redirect("evaluation-set", kb.slug, pk)
 
 

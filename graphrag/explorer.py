@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, Q, QuerySet
+from django.utils.translation import gettext_lazy as _
 
 from knowledge.models import KnowledgeBase
 
@@ -23,6 +24,21 @@ MENTIONS_SHOWN = 20
 NEIGHBOURS_SHOWN = 30
 RELATIONS_LISTED = 40
 
+# The node types as the page names them. The model's choices keep their plain labels: a
+# translated label there would only add a migration.
+TYPE_LABELS = {
+    EntityType.TECHNOLOGY: _("Technology"),
+    EntityType.CONCEPT: _("Concept"),
+    EntityType.STAGE: _("Stage"),
+    EntityType.SHORTCUT: _("Shortcut"),
+    EntityType.STORAGE: _("Storage"),
+    EntityType.FRAMEWORK: _("Framework"),
+    EntityType.MODEL: _("Model"),
+    EntityType.LAYER: _("Layer"),
+    EntityType.PRIORITY: _("Priority"),
+    EntityType.TOOL: _("Tool"),
+    EntityType.METRIC: _("Metric"),
+}
 
 
 @dataclass(frozen=True)
@@ -112,7 +128,10 @@ def page_context(kb: KnowledgeBase) -> dict:
         .annotate(n=Count("id"), weight=Max("weight")).order_by("-n", "relation")[:RELATIONS_LISTED]
     )
     return {
-        "types": [(value, label, type_counts.get(value, 0)) for value, label in EntityType.choices],
+        "types": [
+            (value, TYPE_LABELS.get(value, label), type_counts.get(value, 0))
+            for value, label in EntityType.choices
+        ],
         "relations": list(relations),
         "entity_total": sum(type_counts.values()),
         "build": kb.graph_builds.first(),
@@ -132,6 +151,7 @@ def entity_context(entity: Entity) -> dict:
     )
     return {
         "entity": entity,
+        "type_label": TYPE_LABELS.get(entity.type, entity.get_type_display()),
         "mentions": mentions[:MENTIONS_SHOWN],
         "mention_chunks": mentions.count(),
         "neighbours": _neighbours(entity),

@@ -8,22 +8,43 @@ import re
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
-from .models import KnowledgeBase
+from .models import AnswerMode, KnowledgeBase, Visibility
 from .retrieval import MODES, RetrievalParams, params_for_kb
 
 # Path segments under /kb/ that a slug may not take, so every URL stays reachable.
 RESERVED_SLUGS = frozenset({"new"})
+
+# The models' choices, in the interface's language (the models keep English labels, as
+# translating them there would need a migration).
+VISIBILITY_CHOICES = [
+    (Visibility.PRIVATE.value, _("Private (owner only)")),
+    (Visibility.SHARED.value, _("Shared (owner and members)")),
+    (Visibility.PUBLIC.value, _("Public (every signed-in user)")),
+]
+ANSWER_MODE_CHOICES = [
+    (AnswerMode.AUTO.value, _("A language model when one answers, else quotes from the sources")),
+    (AnswerMode.EXTRACTIVE.value, _("Always quotes from the sources (no language model)")),
+]
+KB_LABELS = {
+    "name": _("Name"),
+    "description": _("Description"),
+    "visibility": _("Visibility"),
+}
 
 
 class KnowledgeBaseCreateForm(forms.ModelForm):
     class Meta:
         model = KnowledgeBase
         fields = ["name", "slug", "description", "visibility"]
-        labels = {"slug": "Short name"}
+        labels = {**KB_LABELS, "slug": _("Short name")}
         help_texts = {
-            "slug": "Lower-case letters, digits and hyphens, filled in from the name; used in URLs, "
-            "the API and the command line. It cannot be changed later."
+            "slug": _(
+                "Lower-case letters, digits and hyphens, filled in from the name; used in URLs, "
+                "the API and the command line. It cannot be changed later."
+            )
         }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
@@ -31,34 +52,47 @@ class KnowledgeBaseCreateForm(forms.ModelForm):
             "slug": forms.TextInput(attrs={"data-slug-from": "id_name"}),
         }
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["visibility"].choices = VISIBILITY_CHOICES
+
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]
         if slug != slug.lower():
-            raise forms.ValidationError("Use lower-case letters only.")
+            raise forms.ValidationError(gettext("Use lower-case letters only."))
         if slug in RESERVED_SLUGS:
-            raise forms.ValidationError(f"“{slug}” is reserved; choose another prefix.")
+            text = gettext("“%(slug)s” is reserved; choose another prefix.")
+            raise forms.ValidationError(text % {"slug": slug})
         return slug
 
 
 class KnowledgeBaseSettingsForm(forms.ModelForm):
     member_usernames = forms.CharField(
-        label="Members",
+        label=_("Members"),
         required=False,
-        help_text="Usernames separated by commas or spaces. Members may read and upload "
-        "when the visibility is not private.",
+        help_text=_(
+            "Usernames separated by commas or spaces. Members may read and upload "
+            "when the visibility is not private."
+        ),
     )
 
     class Meta:
         model = KnowledgeBase
         fields = ["name", "description", "visibility", "answer_mode", "answer_model"]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
-        labels = {"answer_mode": "Answers"}
+        labels = {**KB_LABELS, "answer_mode": _("Answers"), "answer_model": _("Preferred model")}
+        help_texts = {
+            "answer_mode": _("How the chat writes answers from this knowledge base."),
+            "answer_model": _("Tried first for answers; the others follow if it fails."),
+        }
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         preferred = self.fields["answer_model"]
         preferred.queryset = preferred.queryset.filter(enabled=True)
-        preferred.empty_label = "No preference: the order of the Language models page"
+        preferred.empty_label = gettext("No preference: the order of the Language models page")
+        self.fields["visibility"].choices = VISIBILITY_CHOICES
+        self.fields["answer_mode"].choices = ANSWER_MODE_CHOICES
         if self.instance.pk and not self.is_bound:
             names = self.instance.members.order_by("username").values_list("username", flat=True)
             self.initial["member_usernames"] = ", ".join(names)
@@ -69,7 +103,7 @@ class KnowledgeBaseSettingsForm(forms.ModelForm):
         users = list(get_user_model().objects.filter(username__in=names))
         unknown = sorted(set(names) - {user.username for user in users})
         if unknown:
-            raise forms.ValidationError(f"No such user: {', '.join(unknown)}.")
+            raise forms.ValidationError(gettext("No such user: %(names)s.") % {"names": ", ".join(unknown)})
         return [user for user in users if user.pk != self.instance.owner_id]
 
     def save(self, commit: bool = True) -> KnowledgeBase:
@@ -101,29 +135,31 @@ class MultipleFileField(forms.FileField):
 class UploadForm(forms.Form):
     # allow_empty_file: an empty file is reported per file by check_upload, not as a form error.
     files = MultipleFileField(
-        allow_empty_file=True, error_messages={"required": "Choose at least one file."}
+        allow_empty_file=True, error_messages={"required": _("Choose at least one file.")}
     )
 
 
-MODE_LABELS = {"bm25": "BM25", "vector": "Vector", "hybrid": "Hybrid", "multipath": "Multi-path"}
+MODE_LABELS = {"bm25": "BM25", "vector": _("Vector"), "hybrid": _("Hybrid"), "multipath": _("Multi-path")}
 
 
 class PlaygroundForm(forms.Form):
     """A playground query; options left out of the query string take the KB's settings."""
 
     q = forms.CharField(
-        label="Query",
+        label=_("Query"),
         required=False,
         widget=forms.TextInput(
-            attrs={"type": "search", "placeholder": "Ask the knowledge base…", "autocomplete": "off"}
+            attrs={"type": "search", "placeholder": _("Ask the knowledge base…"), "autocomplete": "off"}
         ),
     )
-    mode = forms.ChoiceField(choices=[(mode, MODE_LABELS.get(mode, mode)) for mode in MODES])
+    mode = forms.ChoiceField(label=_("Mode"), choices=[(mode, MODE_LABELS.get(mode, mode)) for mode in MODES])
     top_k = forms.IntegerField(label="Top k", min_value=1, max_value=20)
     fusion = forms.ChoiceField(
-        choices=[("rrf", "RRF (k=60)"), ("weighted", "Weighted")], help_text="Used by hybrid mode."
+        label=_("Fusion"),
+        choices=[("rrf", "RRF (k=60)"), ("weighted", _("Weighted"))],
+        help_text=_("Used by hybrid mode."),
     )
-    rerank = forms.ChoiceField(label="Rerank", choices=[("on", "Five-factor"), ("off", "Off")])
+    rerank = forms.ChoiceField(label=_("Rerank"), choices=[("on", _("Five-factor")), ("off", _("Off"))])
 
     def __init__(self, data=None, *, kb: KnowledgeBase) -> None:
         self.defaults = params_for_kb(kb)

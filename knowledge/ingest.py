@@ -21,6 +21,7 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from .chunking import ChunkingParams, ParentDraft, chunk_document
 from .models import (
@@ -55,12 +56,14 @@ def check_upload(name: str, size: int) -> str | None:
     extension = Path(name).suffix.lower()
     if extension not in SUPPORTED_EXTENSIONS:
         supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
-        return f"unsupported file type '{extension or name}' (supported: {supported})"
+        text = _("unsupported file type '%(extension)s' (supported: %(supported)s)")
+        return text % {"extension": extension or name, "supported": supported}
     if size == 0:
-        return "the file is empty"
+        return _("the file is empty")
     if size > settings.MAX_UPLOAD_BYTES:
         limit = _megabytes(settings.MAX_UPLOAD_BYTES)
-        return f"the file is {_megabytes(size)} MB, over the {limit} MB limit"
+        text = _("the file is %(size)s MB, over the %(limit)s MB limit")
+        return text % {"size": _megabytes(size), "limit": limit}
     return None
 
 
@@ -90,7 +93,7 @@ def submit_document(
     New bytes are also kept as a DocumentVersion (with `note`), so they can be restored.
     """
     name = clean_file_name(name)
-    error = check_upload(name, len(data)) if name else "the file has no name"
+    error = check_upload(name, len(data)) if name else _("the file has no name")
     if error:
         return SubmitOutcome(name, "rejected", error)
     sha256 = hashlib.sha256(data).hexdigest()
@@ -101,7 +104,7 @@ def submit_document(
                 transaction.on_commit(partial(enqueue, outcome.document.pk))
     except IntegrityError:
         # A concurrent upload of the same bytes or name won the race.
-        return SubmitOutcome(name, "unchanged", "unchanged: the same file was just uploaded")
+        return SubmitOutcome(name, "unchanged", _("unchanged: the same file was just uploaded"))
     return outcome
 
 
@@ -111,7 +114,10 @@ def _store_submission(kb, name, data, sha256, *, source, user, note) -> SubmitOu
     if same_bytes is not None and not (
         same_bytes.status == DocumentStatus.FAILED and same_bytes.name == name
     ):
-        message = "unchanged" if same_bytes.name == name else f"unchanged: same content as {same_bytes.name}"
+        if same_bytes.name == name:
+            message = _("unchanged")
+        else:
+            message = _("unchanged: same content as %(name)s") % {"name": same_bytes.name}
         return SubmitOutcome(name, "unchanged", message, same_bytes)
     document = same_bytes or documents.filter(name=name).first()
     mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -121,7 +127,7 @@ def _store_submission(kb, name, data, sha256, *, source, user, note) -> SubmitOu
         )
         DocumentFile.objects.create(document=document, data=data)
         _keep_version(document, data, user=user, note=note)
-        return SubmitOutcome(name, "queued", "queued", document)
+        return SubmitOutcome(name, "queued", _("queued"), document)
     retrying = document.sha256 == sha256
     document.version += 1
     document.sha256, document.size, document.mime, document.source = sha256, len(data), mime, source
@@ -130,7 +136,10 @@ def _store_submission(kb, name, data, sha256, *, source, user, note) -> SubmitOu
     DocumentFile.objects.update_or_create(document=document, defaults={"data": data})
     if not retrying:  # the same bytes are already kept under the failed version
         _keep_version(document, data, user=user, note=note)
-    message = "queued again after a failure" if retrying else f"queued as version {document.version}"
+    if retrying:
+        message = _("queued again after a failure")
+    else:
+        message = _("queued as version %(version)s") % {"version": document.version}
     return SubmitOutcome(name, "queued", message, document)
 
 

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_GET
 
 from .candidates import Candidate
@@ -21,31 +22,31 @@ from .views import _get_kb_for_user
 TEMPLATE = "knowledge/playground.html"
 
 LEG_LABELS = {
-    "bm25": "BM25 · keyword",
-    "vector": "Vector · cosine",
-    "parent_hybrid": "Parent hybrid",
-    "child_locator": "Child locator → parent",
-    "tag_match": "Tag match",
-    "same_chapter": "Same chapter",
+    "bm25": gettext_lazy("BM25 · keyword"),
+    "vector": gettext_lazy("Vector · cosine"),
+    "parent_hybrid": gettext_lazy("Parent hybrid"),
+    "child_locator": gettext_lazy("Child locator → parent"),
+    "tag_match": gettext_lazy("Tag match"),
+    "same_chapter": gettext_lazy("Same chapter"),
 }
 STAGE_LABELS = {
-    "size": "index",
-    "analyze": "analyse",
-    "embed_query": "embed query",
+    "size": gettext_lazy("index"),
+    "analyze": gettext_lazy("analyse"),
+    "embed_query": gettext_lazy("embed query"),
     "bm25": "BM25",
-    "vector": "vector",
-    "recall": "multi-path recall",
-    "fusion": "fusion",
-    "cosines": "cosines",
-    "rerank": "rerank",
-    "post": "post-processing",
-    "gate": "gate",
+    "vector": gettext_lazy("vector"),
+    "recall": gettext_lazy("multi-path recall"),
+    "fusion": gettext_lazy("fusion"),
+    "cosines": gettext_lazy("cosines"),
+    "rerank": gettext_lazy("rerank"),
+    "post": gettext_lazy("post-processing"),
+    "gate": gettext_lazy("gate"),
 }
 FACTOR_LABELS = {
-    "cosine": "Cosine",
-    "key_terms": "Key terms",
-    "title": "Title",
-    "score": "Score",
+    "cosine": gettext_lazy("Cosine"),
+    "key_terms": gettext_lazy("Key terms"),
+    "title": gettext_lazy("Title"),
+    "score": gettext_lazy("Score"),
     "jaccard": "Jaccard",
 }
 
@@ -209,23 +210,28 @@ def _rerank_note(result: RetrievalResult, params: RetrievalParams) -> str:
     if any("rerank" in c.scores for c in result.reranked) or not result.fused:
         return ""
     if result.mode == "bm25":
-        return "Rerank does not run in BM25 mode: its cosine factor needs the vector leg."
+        return gettext("Rerank does not run in BM25 mode: its cosine factor needs the vector leg.")
     if not params.rerank:
-        return "Rerank is off; the fused order goes on to post-processing."
+        return gettext("Rerank is off; the fused order goes on to post-processing.")
     if len(result.fused) < 4:
-        return f"Rerank runs only on more than 3 candidates; {len(result.fused)} kept their fused order."
-    return "Rerank failed and the fused order was kept; the warning above says why."
+        text = gettext("Rerank runs only on more than 3 candidates; %(count)s kept their fused order.")
+        return text % {"count": len(result.fused)}
+    return gettext("Rerank failed and the fused order was kept; the warning above says why.")
 
 
 def _fusion_label(params: RetrievalParams) -> str:
     if params.mode == "multipath":
         scale = params.paths.bonus_scale
-        bonuses = "without bonuses" if not scale else "with bonuses" + ("" if scale == 1 else f" ×{scale:g}")
-        return f"weighted RRF w/(60+rank) {bonuses}"
+        if not scale:
+            return gettext("weighted RRF w/(60+rank) without bonuses")
+        if scale == 1:
+            return gettext("weighted RRF w/(60+rank) with bonuses")
+        return gettext("weighted RRF w/(60+rank) with bonuses ×%(scale)s") % {"scale": f"{scale:g}"}
     fusion = params.fusion
     if fusion.mode == "rrf":
         return f"RRF, k={fusion.rrf_k}"
-    return f"weighted: vector {fusion.vector_weight:g} / BM25 {fusion.bm25_weight:g}"
+    text = gettext("weighted: vector %(vector)s / BM25 %(bm25)s")
+    return text % {"vector": f"{fusion.vector_weight:g}", "bm25": f"{fusion.bm25_weight:g}"}
 
 
 def _factor_labels() -> list[str]:

@@ -11,6 +11,8 @@ from django.db.models import Count, Prefetch, Q, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -30,6 +32,26 @@ from .reading import readable_sections
 from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
+
+# Stored values the templates translate with {% translate value %}: document statuses (as
+# get_status_display shows them), visibilities and upload outcomes. Marked here so that
+# makemessages finds them; the models keep their English choices, as changing those would
+# need a migration.
+TEMPLATE_LABELS = (
+    gettext_noop("Pending"),
+    gettext_noop("Parsing"),
+    gettext_noop("Chunking"),
+    gettext_noop("Embedding"),
+    gettext_noop("Indexing"),
+    gettext_noop("Ready"),
+    gettext_noop("Failed"),
+    gettext_noop("private"),
+    gettext_noop("shared"),
+    gettext_noop("public"),
+    gettext_noop("queued"),
+    gettext_noop("unchanged"),
+    gettext_noop("rejected"),
+)
 
 
 def _get_kb_for_user(request: HttpRequest, slug: str) -> KnowledgeBase:
@@ -96,7 +118,7 @@ def knowledge_create(request: HttpRequest) -> HttpResponse:
     form = KnowledgeBaseCreateForm(request.POST or None, instance=kb)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, f"Created knowledge base “{kb.name}”.")
+        messages.success(request, _("Created knowledge base “%(name)s”.") % {"name": kb.name})
         return redirect(kb)
     return render(request, "knowledge/kb_form.html", {"form": form, "kb": None})
 
@@ -108,7 +130,7 @@ def knowledge_settings(request: HttpRequest, slug: str) -> HttpResponse:
     form = KnowledgeBaseSettingsForm(request.POST or None, instance=kb)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, "Settings saved.")
+        messages.success(request, _("Settings saved."))
         return redirect(kb)
     return render(request, "knowledge/kb_form.html", {"form": form, "kb": kb})
 
@@ -133,7 +155,9 @@ def knowledge_upload(request: HttpRequest, slug: str) -> HttpResponse:
     except TooManyFilesSent:
         # Nothing is read or written on this path, so it needs no CSRF check.
         limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
-        error = f"Too many files in one upload: at most {limit} at a time. Nothing was uploaded."
+        error = _("Too many files in one upload: at most %(limit)s at a time. Nothing was uploaded.") % {
+            "limit": limit
+        }
         return _render_upload(request, kb, [], error=error)
     return _submit_upload(request, kb, form)
 
@@ -189,7 +213,7 @@ def document_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     document = _get_document_for_user(request, slug, pk, write=True)
     if request.method == "POST":
         delete_document(document)
-        messages.success(request, f"Deleted “{document.name}” and its chunks.")
+        messages.success(request, _("Deleted “%(name)s” and its chunks.") % {"name": document.name})
         return redirect(document.kb)
     context = {"kb": document.kb, "document": document}
     return render(request, "knowledge/document_confirm_delete.html", context)
@@ -202,7 +226,7 @@ def document_reingest(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     request_reingest(document, enqueue=enqueue_ingestion)
     if request.htmx:  # a row's Retry: the row follows the ingestion over the page's socket
         return HttpResponse(status=204)
-    messages.info(request, f"Re-ingesting “{document.name}”; its progress shows below.")
+    messages.info(request, _("Re-ingesting “%(name)s”; its progress shows below.") % {"name": document.name})
     return redirect(document.kb)
 
 
@@ -215,7 +239,9 @@ def document_restore(request: HttpRequest, slug: str, pk: int, version: int) -> 
     except DocumentVersion.DoesNotExist:
         raise Http404("No such version of this document") from None
     if outcome.status == "queued":
-        messages.success(request, f"Restoring version {version} as version {outcome.document.version}.")
+        text = _("Restoring version %(version)s as version %(new_version)s.")
+        messages.success(request, text % {"version": version, "new_version": outcome.document.version})
     else:
-        messages.warning(request, f"Version {version} was not restored: {outcome.message}.")
+        text = _("Version %(version)s was not restored: %(reason)s.")
+        messages.warning(request, text % {"version": version, "reason": outcome.message})
     return redirect(document)

@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -65,7 +66,7 @@ def document_editor(request: HttpRequest, pk: int) -> HttpResponse:
     document = _readable_document(request, pk)
     sections = document_sections(document)
     if not sections:
-        messages.error(request, "This document's sections cannot be read; re-upload it.")
+        messages.error(request, gettext("This document's sections cannot be read; re-upload it."))
         return redirect(document.get_absolute_url())
     selected = _selected(sections, request.GET.get("section"))
     conversation_id = _conversation_id(request.GET.get("c"))
@@ -135,7 +136,9 @@ def proposal_decide(request: HttpRequest, pk: int, verdict: str) -> HttpResponse
     try:
         if verdict == "accept":
             proposal = accept_proposal(proposal, request.user)
-            messages.success(request, f"Accepted: version {proposal.accepted_version} of {document.name} is being indexed; the previous version can be restored from the document page.")
+            messages.success(request, gettext(
+                "Accepted: version %(version)s of %(name)s is being indexed; the previous version can be restored from the document page."
+            ) % {"version": proposal.accepted_version, "name": document.name})
         else:
             proposal = reject_proposal(proposal, request.user)
     except ProposalError as error:

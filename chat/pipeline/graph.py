@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 START = "START"
 END = "END"
 
@@ -91,14 +93,14 @@ def _node_dict(node: Node) -> dict[str, Any]:
 
 CHAT_GRAPH = Graph(
     nodes=(
-        Node("memory", "Memory", 1, 50, on_error="empty history"),
-        Node("rewrite", "Rewrite", 2, 500, "understand", "enable_query_rewrite", "original query"),
-        Node("intent", "Intent", 3, 350, "understand", on_error="default KB intent"),
-        Node("guide", "Ambiguity guide", 4, 5, on_error="continue"),
-        Node("system", "System direct", 5, 5, on_error="continue"),
-        Node("retrieve", "KB ∥ Tools", 6, 2000, on_error="empty evidence"),
-        Node("prompt", "Prompt", 7, 50),
-        Node("generate", "Stream", 8, 800),
+        Node("memory", gettext_noop("Memory"), 1, 50, on_error="empty history"),
+        Node("rewrite", gettext_noop("Rewrite"), 2, 500, "understand", "enable_query_rewrite", "original query"),
+        Node("intent", gettext_noop("Intent"), 3, 350, "understand", on_error="default KB intent"),
+        Node("guide", gettext_noop("Ambiguity guide"), 4, 5, on_error="continue"),
+        Node("system", gettext_noop("System direct"), 5, 5, on_error="continue"),
+        Node("retrieve", gettext_noop("KB ∥ Tools"), 6, 2000, on_error="empty evidence"),
+        Node("prompt", gettext_noop("Prompt"), 7, 50),
+        Node("generate", gettext_noop("Stream"), 8, 800),
     ),
     edges=(
         Edge(START, "memory"),

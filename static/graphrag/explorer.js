@@ -117,11 +117,18 @@
     return tip;
   }
 
+  // The page's words in its language (data-text-* on the root), with {name} filled in.
+  function say(name, fallback, values) {
+    var text = root.getAttribute("data-text-" + name) || fallback;
+    Object.keys(values || {}).forEach(function (key) { text = text.split("{" + key + "}").join(values[key]); });
+    return text;
+  }
+
   // force-graph puts a string label in with innerHTML; an element it appends as it is.
   function nodeTip(node) {
     return textTip([
       { text: node.name },
-      { text: " · " + node.type + " · " + node.mentions + " mentions", className: "graph-tip-type" },
+      { text: " · " + node.type + " · " + say("mentions", "{n} mentions", { n: node.mentions }), className: "graph-tip-type" },
     ]);
   }
 
@@ -231,23 +238,25 @@
   function showStatus() {
     var batch = Number(root.getAttribute("data-batch"));
     statusLine.textContent = total
-      ? "Showing " + nextOffset.toLocaleString() + " of " + total.toLocaleString() + " entities · " + links.length.toLocaleString() + " links"
-      : "No entity matches these filters.";
+      ? say("showing", "Showing {shown} of {total} entities · {links} links", {
+        shown: nextOffset.toLocaleString(), total: total.toLocaleString(), links: links.length.toLocaleString(),
+      })
+      : say("no-match", "No entity matches these filters.");
     var left = total - nextOffset;
     moreButton.hidden = !(nextOffset && left > 0);
-    moreButton.textContent = "Show " + Math.min(batch, left).toLocaleString() + " more";
+    moreButton.textContent = say("show-more", "Show {n} more", { n: Math.min(batch, left).toLocaleString() });
   }
 
   function load() {
     var asked = generation;
     if ((filters.types && !filters.types.length) || (filters.relations && !filters.relations.length)) {
-      statusLine.textContent = "Choose at least one type and one relation.";
+      statusLine.textContent = say("choose", "Choose at least one type and one relation.");
       moreButton.hidden = true;
       return;
     }
     loading = true;
     moreButton.disabled = true;
-    statusLine.textContent = nodes.size ? "Loading more…" : "Loading the graph…";
+    statusLine.textContent = nodes.size ? say("loading-more", "Loading more…") : say("loading", "Loading the graph…");
     fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
@@ -265,7 +274,7 @@
         syncSelection();
       })
       .catch(function (error) {
-        if (asked === generation) statusLine.textContent = "Could not load the graph (" + error.message + "). Reload to try again.";
+        if (asked === generation) statusLine.textContent = say("load-failed", "Could not load the graph ({error}). Reload to try again.", { error: error.message });
       })
       .finally(function () {
         if (asked !== generation) return;

@@ -69,6 +69,11 @@
 
   // Dropped files get their rows at once, with the upload's progress, before the server
   // has them; the server's rows replace these when the table arrives over the socket.
+  // Words the page's language gives (base.html puts them on <body>); English otherwise.
+  function text(name, fallback) {
+    return (document.body && document.body.getAttribute("data-text-" + name)) || fallback;
+  }
+
   function pendingRow(file) {
     var row = document.createElement("tr");
     row.setAttribute("data-upload-pending", "");
@@ -77,10 +82,11 @@
     name.textContent = file.name;
     var status = document.createElement("td");
     status.className = "doc-status";
-    status.innerHTML = '<span class="badge status status-pending">Uploading</span>' +
+    status.innerHTML = '<span class="badge status status-pending"></span>' +
       '<div class="progress-line"><div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="0">' +
       '<span class="progress-bar"></span></div><small class="progress-text">0%</small></div>';
-    status.querySelector(".progress").setAttribute("aria-label", "Upload of " + file.name);
+    status.querySelector(".status-pending").textContent = text("uploading", "Uploading");
+    status.querySelector(".progress").setAttribute("aria-label", text("upload-of", "Upload of") + " " + file.name);
     row.appendChild(name);
     row.appendChild(status);
     var rest = document.createElement("td");
@@ -115,9 +121,11 @@
     var status = event.detail.xhr ? event.detail.xhr.status : 0;
     document.querySelectorAll("[data-upload-pending]").forEach(function (row) {
       var cell = row.querySelector(".doc-status");
-      cell.innerHTML = '<span class="badge status status-failed">Failed</span><small class="error-text"></small>';
-      cell.querySelector(".error-text").textContent = status === 413 ? "The upload is too large." :
-        status ? "The server refused the upload (" + status + "). Try again." : "The connection was lost. Try again.";
+      cell.innerHTML = '<span class="badge status status-failed"></span><small class="error-text"></small>';
+      cell.querySelector(".status-failed").textContent = text("failed", "Failed");
+      cell.querySelector(".error-text").textContent = status === 413 ? text("too-large", "The upload is too large.") :
+        status ? text("refused", "The server refused the upload ({status}). Try again.").replace("{status}", status) :
+        text("connection-lost", "The connection was lost. Try again.");
       row.removeAttribute("data-upload-pending");
     });
   });

@@ -94,7 +94,7 @@
       if (!source) return;
       var label = copy.textContent;
       copyText(source.innerText.trim()).then(function () {
-        copy.textContent = "Copied ✓ · 已复制";
+        copy.textContent = copy.getAttribute("data-copied") || "Copied ✓";
         setTimeout(function () { copy.textContent = label; }, 1500);
       });
     }
