@@ -9,6 +9,8 @@ nothing (documents are deduplicated by content hash, questions by id).
 from __future__ import annotations
 
 import json
+import tempfile
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -78,6 +80,50 @@ def read_beir(directory: Path, *, limit_docs: int | None = None) -> Dataset:
         if any(score > 0 for score in relevant.values()):
             questions.append(Question(qid, text, relevant))
     return Dataset(directory.name, "beir", str(directory), passages, questions, dropped)
+
+
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+
+
+def read_beir_zip(path: Path, *, max_bytes: int, limit_docs: int | None = None) -> Dataset:
+    """Read a BEIR folder uploaded as a zip (the three files at its root or in one folder).
+
+    Only those three members are unpacked, under names chosen here, and only when their
+    unpacked size is within max_bytes: a zip bomb or a `../` name cannot reach the disk."""
+    try:
+        archive = zipfile.ZipFile(_require(path))
+    except zipfile.BadZipFile:
+        raise DatasetError(f"{path}: not a zip file (expected a BEIR folder zipped)") from None
+    with archive, tempfile.TemporaryDirectory() as folder:
+        members = {name: _beir_member(archive, name) for name in BEIR_FILES}
+        unpacked = sum(member.file_size for member in members.values())
+        if unpacked > max_bytes:
+            raise DatasetError(f"{path}: unpacks to {unpacked:,} bytes, more than the {max_bytes:,} allowed")
+        root = Path(folder) / path.stem
+        budget = max_bytes  # counted as unpacked too, in case a member's header understates it
+        for name, member in members.items():
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, target.open("wb") as out:
+                while piece := source.read(min(1 << 20, budget + 1)):
+                    budget -= len(piece)
+                    if budget < 0:
+                        raise DatasetError(f"{path}: unpacks past the {max_bytes:,} bytes allowed")
+                    out.write(piece)
+        dataset = read_beir(root, limit_docs=limit_docs)
+    return Dataset(path.stem, "beir", path.name, dataset.passages, dataset.questions, dataset.dropped_qrels)
+
+
+def _beir_member(archive: zipfile.ZipFile, name: str) -> zipfile.ZipInfo:
+    """The member that is `name` at the zip's root or under one top folder."""
+    matches = [
+        info for info in archive.infolist()
+        if not info.is_dir() and (info.filename == name or info.filename.split("/", 1)[-1] == name)
+    ]
+    if len(matches) != 1:
+        found = "none" if not matches else ", ".join(info.filename for info in matches)
+        raise DatasetError(f"the zip needs exactly one {name} (found {found})")
+    return matches[0]
 
 
 def _beir_passages(path: Path, limit: int | None) -> list[Passage]:

@@ -15,6 +15,7 @@ from .models import ANSWERS_MODE, ExpectedShortcut, GoldenQuestion, GoldenSet, R
 IMPORT_FORMATS = [
     ("golden", _("Golden questions (JSON about this KB's documents)")),
     ("squad", _("SQuAD (JSON; its passages become documents)")),
+    ("beir", _("BEIR (a zip of corpus.jsonl, queries.jsonl and qrels/test.tsv; its passages become documents)")),
 ]
 SHORTCUT_LABELS = {
     ExpectedShortcut.ANSWER: _("answered (no shortcut)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from knowledge.models import KnowledgeBase
 from knowledge.views import _get_kb_for_user, _get_rw_kb_for_user
 
-from .datasets import DatasetError, export_golden_set, import_dataset, read_golden, read_squad
+from .datasets import DatasetError, export_golden_set, import_dataset, read_beir_zip, read_golden, read_squad
 from .forms import GoldenSetForm, ImportForm, QuestionForm, RunForm
 from .jobs import RunRequest, queue_run
 from .models import ANSWERS_MODE, GoldenQuestion
@@ -42,7 +43,12 @@ HOME = "evaluation/home.html"
 RUN = "evaluation/run.html"
 GOLDEN_SET = "evaluation/golden_set.html"
 QUESTION = "evaluation/question.html"
-READERS = {"golden": read_golden, "squad": read_squad}
+READERS = {
+    "golden": read_golden,
+    "squad": read_squad,
+    # Unpacked, a BEIR zip may hold no more than one plain upload could.
+    "beir": lambda path: read_beir_zip(path, max_bytes=settings.MAX_UPLOAD_BYTES),
+}
 RUNS_SHOWN = 30
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -238,3 +240,70 @@ def test_a_thumbs_down_answer_becomes_a_drafted_golden_question(imported_kb, ali
                        "expected_shortcut": "", "relevant": form.initial["relevant"]})
     assert GoldenQuestion.objects.filter(qid=f"feedback-{mine.pk}", golden_set=golden_set).exists()
     assert "data-candidates" not in alice_client.get(home(imported_kb)).content.decode()  # taken, so no longer offered
+
+
+def _beir_zip(files: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+BEIR = {
+    "tiny/corpus.jsonl": b'{"_id": "d1", "title": "Pumps", "text": "Pump seals are checked weekly."}\n'
+    b'{"_id": "d2", "title": "Valves", "text": "Valves are greased every month."}\n',
+    "tiny/queries.jsonl": b'{"_id": "q1", "text": "How often are pump seals checked?"}\n'
+    b'{"_id": "q2", "text": "When are valves greased?"}\n',
+    "tiny/qrels/test.tsv": b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n",
+}
+
+
+def test_a_zipped_beir_folder_imports_its_passages_and_questions(kb, alice_client):
+    upload = SimpleUploadedFile("tiny.zip", _beir_zip(BEIR), content_type="application/zip")
+
+    response = alice_client.post(reverse("evaluation-set-import", args=[kb.slug]), {"file": upload, "format": "beir"})
+
+    assert response.status_code == 302
+    golden_set = kb.golden_sets.get(name="tiny")
+    relevant = {q.qid: [r.document.name for r in q.qrels.all()] for q in golden_set.questions.all()}
+    assert relevant == {"q1": ["d1.txt"], "q2": ["d2.txt"]}
+    assert sorted(kb.documents.values_list("name", flat=True)) == ["d1.txt", "d2.txt"]
+
+
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({k: v for k, v in BEIR.items() if "qrels" not in k}, "the zip needs exactly one qrels/test.tsv (found none)"),
+        ({**BEIR, "other/corpus.jsonl": b""}, "the zip needs exactly one corpus.jsonl"),
+    ],
+)
+def test_a_zip_without_one_of_each_beir_file_is_refused_by_name(kb, alice_client, files, error):
+    upload = SimpleUploadedFile("bad.zip", _beir_zip(files), content_type="application/zip")
+
+    response = alice_client.post(reverse("evaluation-set-import", args=[kb.slug]), {"file": upload, "format": "beir"})
+
+    assert response.status_code == 400 and error in response.content.decode()
+    assert not kb.golden_sets.exists() and not kb.documents.exists()
+
+
+def test_a_zip_bomb_is_refused_before_it_fills_the_disk(kb, alice_client, settings):
+    settings.MAX_UPLOAD_BYTES = 1_000_000
+    bomb = {**BEIR, "tiny/corpus.jsonl": b" " * 50_000_000}  # 50 MB of spaces deflate to ~50 kB
+    data = _beir_zip(bomb)
+    assert len(data) < 200_000
+    upload = SimpleUploadedFile("bomb.zip", data, content_type="application/zip")
+
+    response = alice_client.post(reverse("evaluation-set-import", args=[kb.slug]), {"file": upload, "format": "beir"})
+
+    assert response.status_code == 400
+    assert "more than the 1,000,000 allowed" in response.content.decode()
+    assert not kb.golden_sets.exists()
+
+
+def test_a_file_that_is_not_a_zip_is_said_to_be_none(kb, alice_client):
+    upload = SimpleUploadedFile("corpus.jsonl", BEIR["tiny/corpus.jsonl"], content_type="application/json")
+
+    response = alice_client.post(reverse("evaluation-set-import", args=[kb.slug]), {"file": upload, "format": "beir"})
+
+    assert response.status_code == 400 and "corpus.jsonl: not a zip file" in response.content.decode()
