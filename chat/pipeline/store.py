@@ -47,11 +47,13 @@ def admit(request: ChatRequest) -> Admitted:
     session_id = request.session_id or uuid.uuid4().hex
     if not _SESSION_ID.match(session_id):
         raise ChatRefused("The session id may only contain letters, digits and _ . : - (at most 64).", code="invalid_session")
-    kb = resolve_kb(user, request.options.kb_slug)
-    decision = route(user, message, requested_kb=kb.slug if kb else None, agent_type=request.options.agent_type)
+    chosen = resolve_kb(user, request.options.kb_slug)
+    decision = route(user, message, requested_kb=chosen.slug if chosen else None, agent_type=request.options.agent_type)
+    kb = chosen
     if kb is None and not decision.is_general:
         kb = resolve_kb(user, decision.kb_prefix)
-    return Admitted(request, message, kb, open_conversation(user, session_id, kb, message), decision)
+    # The conversation keeps the user's choice, "auto" (None) included, not the routed KB.
+    return Admitted(request, message, kb, open_conversation(user, session_id, chosen, message), decision)
 
 
 def _check_message(message: str) -> None:
@@ -88,7 +90,7 @@ def open_conversation(user: Any, session_id: str, kb: KnowledgeBase | None, mess
         user=user, session_id=session_id, defaults={"kb": kb, "title": message[:TITLE_CHARS]}
     )
     changed = []
-    if not created and kb is not None and conversation.kb_id != kb.pk:
+    if not created and conversation.kb_id != (kb.pk if kb else None):
         conversation.kb = kb
         changed.append("kb")
     if not conversation.title:  # a conversation opened empty ("new chat") is named by its first question

@@ -263,6 +263,19 @@ def test_it_answers_without_javascript(alice, kb):
     assert 'class="cite"' in html
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_started_on_auto_stays_on_auto_after_routing_to_a_kb(alice, kb):
+    ingest(kb, alice)
+    client = Client()
+    client.force_login(alice)
+    response = client.post(reverse("chat-send"), {"message": "How do we review incidents?", "kb": "auto"})
+    answer = Message.objects.get(role="assistant", conversation__user=alice)
+    assert "alice-kb" in answer.trace.route  # the router chose the KB for this question
+    html = client.get(response.url).content.decode()
+    assert '<option value="auto" selected>' in html
+    assert '<option value="alice-kb" selected>' not in html
+
+
 @pytest.mark.django_db
 def test_the_chat_page_says_answers_are_extractive_until_a_model_is_configured(alice_client, settings):
     from agentic_rag.llm import reset_llm
