@@ -98,6 +98,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "agentic_rag.availability.DatabaseUnavailableMiddleware",
     "agentic_rag.metrics.metrics_middleware",
     "agentic_rag.security.content_security_policy_middleware",
 ]
