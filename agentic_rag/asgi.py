@@ -21,7 +21,7 @@ from agentic_rag.background import dispatch, remember_server_loop  # noqa: E402
 from agentic_rag.locale import LocaleMiddleware  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from knowledge.routing import websocket_urlpatterns as knowledge_websockets  # noqa: E402
-from knowledge.tasks import resume_embedding_upgrades  # noqa: E402
+from knowledge.tasks import resume_embedding_upgrades, resume_interrupted_ingestions  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
@@ -47,6 +47,11 @@ async def on_first_request() -> None:
     _started = True
     if settings.BACKGROUND_TASKS == "inline":  # inline is for tests and commands
         return
+    if settings.BACKGROUND_TASKS == "thread":  # this process's tasks died with the last one
+        try:
+            await sync_to_async(resume_interrupted_ingestions)()
+        except Exception:
+            logger.exception("could not resume interrupted ingestions")
     try:
         await sync_to_async(dispatch)(resume_embedding_upgrades)
     except Exception:  # a broker that is down must not fail the request; the next start retries

@@ -177,6 +177,9 @@ CELERY_TASK_ROUTES = {
     "graphrag.tasks.build_knowledge_graph": {"queue": "graph"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task whose worker died unacknowledged goes back to the queue after this long (Redis
+# broker). Longer than any one ingestion or embedding batch, or it would run twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT_S", "3600")}
 # The knowledge graph (graphrag): built after ingestion, debounced per KB (a burst of uploads
 # makes one build); one build per KB at a time under a lock a live build keeps refreshing.
 GRAPH_BUILD_AFTER_INGESTION = os.getenv("GRAPH_BUILD_AFTER_INGESTION", "1") == "1"

@@ -10,7 +10,7 @@ from agentic_rag.embeddings import get_embedder
 
 from .indexing import background_target, reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
-from .models import Document, DocumentStatus, KnowledgeBase
+from .models import IN_PROGRESS, Document, DocumentStatus, KnowledgeBase
 from .progress import BackgroundIndexing, publish_background_indexing, publish_progress
 from .signals import document_ingested
 
@@ -80,6 +80,20 @@ def resume_embedding_upgrades() -> list[int]:
     for kb_id in pending:
         dispatch(upgrade_embeddings, kb_id)
     return pending
+
+
+def resume_interrupted_ingestions() -> list[int]:
+    """Start again every ingestion a stopped server left in progress.
+
+    In-process background tasks die with their server, leaving documents in parsing or
+    embedding for good; the server calls this once when it starts. Ingestion discards the
+    leftovers of an interrupted run, so no chunk is duplicated. (With Celery the broker
+    delivers an unacknowledged task again instead: acks_late, reject_on_worker_lost.)
+    """
+    interrupted = list(Document.objects.filter(status__in=IN_PROGRESS).values_list("pk", flat=True))
+    for document_id in interrupted:
+        enqueue_ingestion(document_id)
+    return interrupted
 
 
 def enqueue_ingestion(document_id: int) -> None:

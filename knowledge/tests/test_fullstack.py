@@ -72,7 +72,7 @@ def database_url(db: dict) -> str:
 class CeleryWorker:
     """A `celery worker` subprocess consuming the default, ingestion and graph queues."""
 
-    def __init__(self, database: str, *, build_graphs: bool = False) -> None:
+    def __init__(self, database: str, *, build_graphs: bool = False, env: dict[str, str] | None = None) -> None:
         self.name = f"fullstack-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = Path(tempfile.mkstemp(prefix="celery-worker-", suffix=".log")[1])
         env = {
@@ -92,6 +92,7 @@ class CeleryWorker:
             # A build that finds another one running retries once this lock could have lapsed.
             "GRAPH_BUILD_LOCK_S": "10",
             "PYTHONUNBUFFERED": "1",
+            **(env or {}),
         }
         command = [
             sys.executable, "-m", "celery", "-A", "agentic_rag", "worker",

@@ -128,6 +128,38 @@ def test_it_discards_leftovers_of_an_interrupted_run(kb):
     assert not Chunk.objects.filter(text="stale").exists()
 
 
+class ServerStopped(BaseException):
+    """What a killed process looks like from inside: nothing after it runs, no handler catches it."""
+
+
+def test_an_ingestion_a_stopped_server_left_half_way_ends_ready_without_duplicates(kb, settings):
+    from knowledge.ingest import CORE_STAGES
+    from knowledge.tasks import resume_interrupted_ingestions
+
+    clean, queued = _submit(kb, "clean.md", GUIDE_MD.encode())
+    run_ingestion(queued[0])
+    outcome, queued = _submit(kb, "guide.md", GUIDE_MD.encode() + b"\n")
+
+    def stop(run):
+        raise ServerStopped
+
+    with pytest.raises(ServerStopped):  # chunks stored, vectors half-way
+        run_ingestion(queued[0], stages=[*CORE_STAGES, Stage("killed", DocumentStatus.EMBEDDING, stop)])
+    document = Document.objects.get(pk=outcome.document.pk)
+    assert document.status == DocumentStatus.EMBEDDING and Chunk.objects.filter(document=document).exists()
+
+    settings.BACKGROUND_TASKS = "inline"  # the restarted server's tasks, run here and now
+    assert resume_interrupted_ingestions() == [document.pk]
+
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.READY and document.live_version == 1
+    chunks = Chunk.objects.filter(document=document)
+    reference = Chunk.objects.filter(document=clean.document)
+    assert chunks.count() == reference.count()  # the same text as the clean one: no leftovers
+    assert len(set(chunks.values_list("level", "index"))) == chunks.count()
+    assert resume_interrupted_ingestions() == []  # nothing left in progress
+
+
 def test_it_stops_when_a_newer_version_arrives_during_ingestion(kb):
     outcome, queued = _submit(kb, "guide.md", GUIDE_MD.encode())
 
