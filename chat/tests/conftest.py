@@ -49,9 +49,9 @@ def fake_server() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def model_router(server: FakeOpenAIServer, *, chunk_s: float = 5.0):
+def model_router(server: FakeOpenAIServer, *, chunk_s: float = 5.0, first_token_s: float = 5.0):
     """A router whose one model is the fake server (the extractive generator stays last)."""
-    timeouts = Timeouts(connect_s=2, first_token_s=5, chunk_s=chunk_s, total_s=10)
+    timeouts = Timeouts(connect_s=2, first_token_s=first_token_s, chunk_s=chunk_s, total_s=10)
     config = LLMConfig(
         providers=("openai",), openai_base_url=server.base_url, openai_api_key="test", timeouts=timeouts,
         retry_max_attempts=1,

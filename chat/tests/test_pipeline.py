@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agentic_rag.llm.testing import FakeReply
@@ -365,3 +367,44 @@ def test_the_answer_gate_can_be_switched_off(docs_kb, alice, extractive, events)
 
     assert gated.shortcut == "C"
     assert result.shortcut is None and result.evidence
+
+
+# --- a model that fails: the chat ends cleanly, on the extractive reader or with a partial answer ---
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (FakeReply(status=500), "a server error"),
+        (FakeReply(status=429, retry_after="120"), "rate limited for longer than the chat can wait"),
+        (FakeReply(headers_delay_s=3), "no answer within the first-token timeout"),
+        (FakeReply(cut_after=0), "a connection dropped before the first token"),
+    ],
+)
+def test_a_model_that_fails_before_its_first_token_leaves_the_answer_to_the_reader(
+    docs_kb, alice, fake_server, events, reply, why
+):
+    fake_server.default = reply
+    options = ChatOptions(kb_slug="alice-kb", enable_query_rewrite=False)
+    started = time.monotonic()
+
+    result = ask(alice, emit=events, llm=model_router(fake_server, first_token_s=1), options=options)
+
+    assert time.monotonic() - started < 8, why  # each model call gives up at its own timeout
+    assert result.status == "done" and not result.partial, why
+    assert "Hybrid search fuses the BM25 ranking" in result.answer, why
+    assert "extractive" in events.stage_end("generate")["detail"], why
+    message = Message.objects.get(pk=result.message_id)
+    assert message.content == result.answer and not message.partial
+
+
+def test_a_stream_cut_half_way_ends_with_an_error_and_keeps_what_was_written(docs_kb, alice, fake_server, events):
+    fake_server.default = FakeReply(chunks=("Hybrid ", "search ", "fuses ", "rankings."), cut_after=2)
+    options = ChatOptions(kb_slug="alice-kb", enable_query_rewrite=False)
+
+    result = ask(alice, emit=events, llm=model_router(fake_server), options=options)
+
+    assert result.status == "failed" and result.partial and events.tokens() == "Hybrid search "
+    assert events.of("error")[0].data["code"] == "llm_interrupted"
+    message = Message.objects.get(pk=result.message_id)
+    assert message.partial and message.content == "Hybrid search "
