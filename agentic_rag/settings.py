@@ -185,6 +185,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILI
 GRAPH_BUILD_AFTER_INGESTION = os.getenv("GRAPH_BUILD_AFTER_INGESTION", "1") == "1"
 GRAPH_BUILD_DEBOUNCE_S = int(os.getenv("GRAPH_BUILD_DEBOUNCE_S", "10"))
 GRAPH_BUILD_LOCK_S = int(os.getenv("GRAPH_BUILD_LOCK_S", "120"))
+# One embedding upgrade per KB at a time, under a lock each batch renews (a batch takes seconds).
+UPGRADE_LOCK_S = envint("UPGRADE_LOCK_S", "300")
 # "auto": a language model extracts when one is configured, else the rules; "rules"; "llm".
 GRAPH_EXTRACTOR = os.getenv("GRAPH_EXTRACTOR", "auto")
 GRAPH_LLM_TIMEOUT_S = float(os.getenv("GRAPH_LLM_TIMEOUT_S", "30"))

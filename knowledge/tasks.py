@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.conf import settings
 from django.core.cache import cache
 
 from agentic_rag.background import dispatch
@@ -51,10 +52,13 @@ def upgrade_embeddings(kb_id: int) -> int:
     kb = KnowledgeBase.objects.filter(pk=kb_id).first()
     target = background_target(kb) if kb else None
     lock = f"upgrade-embeddings-{kb_id}"
-    if target is None or not cache.add(lock, 1, timeout=6 * 3600):
+    # A short lock that every batch renews: a worker killed mid-upgrade frees the KB within
+    # UPGRADE_LOCK_S, and the broker's next delivery of this task takes over.
+    if target is None or not cache.add(lock, 1, timeout=settings.UPGRADE_LOCK_S):
         return 0
 
     def progress(done: int, total: int) -> None:
+        cache.touch(lock, settings.UPGRADE_LOCK_S)
         publish_background_indexing(BackgroundIndexing(kb.pk, target, done, total), kb.pk)
 
     try:

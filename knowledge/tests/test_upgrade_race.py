@@ -240,6 +240,45 @@ def test_the_upgrade_task_reports_its_progress_and_clears_it(kb, small_hashing, 
     assert progress[-1].percent == 100 and seen[-1] is None
 
 
+@pytest.mark.django_db
+def test_an_upgrade_whose_worker_died_frees_the_kb_when_its_lock_lapses(kb, small_hashing, settings, monkeypatch):
+    from django.core.cache import cache
+
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    settings.UPGRADE_LOCK_S = 1
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    cache.add(f"upgrade-embeddings-{kb.pk}", 1, timeout=settings.UPGRADE_LOCK_S)  # the dead worker's
+
+    assert upgrade_embeddings.apply(args=[kb.pk]).get() == 0  # taken: a live upgrade may hold it
+    time.sleep(1.1)
+    assert upgrade_embeddings.apply(args=[kb.pk]).get() > 0  # the broker's next delivery takes over
+    kb.refresh_from_db()
+    assert kb.embedder == "hashing-512"
+
+
+@pytest.mark.django_db
+def test_a_running_upgrade_keeps_its_lock_past_the_lock_time(kb, small_hashing, settings, monkeypatch):
+    from django.core.cache import cache
+
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    settings.UPGRADE_LOCK_S = 1
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    lock = f"upgrade-embeddings-{kb.pk}"
+    held = []
+
+    def slow_batches(kb, embedder, *, on_batch):
+        for done in range(1, 5):  # 2 s of batches against a 1 s lock
+            time.sleep(0.5)
+            on_batch(done, 4)
+            held.append(cache.get(lock) is not None)
+        return 4
+
+    monkeypatch.setattr("knowledge.tasks.reembed_knowledge_base", slow_batches)
+
+    assert upgrade_embeddings.apply(args=[kb.pk]).get() == 4
+    assert held == [True, True, True, True] and cache.get(lock) is None
+
+
 def _page_text(client, kb) -> str:
     """The KB page with its whitespace collapsed, as a reader sees it."""
     return " ".join(client.get(kb.get_absolute_url()).content.decode().split())
