@@ -114,13 +114,20 @@ def _needed(qrels) -> frozenset[int]:
     return frozenset(r.document_id for r in qrels if grades and r.relevance == max(grades))
 
 
+def run_options(kb: KnowledgeBase, agent_type: str) -> ChatOptions:
+    """The chat options of a run's questions. No recall of the asker's other conversations: a run
+    measures the KB, not who started it, and its answers are shown to every reader of the KB, who
+    must not get what the asker said in KBs only they may read (nor the run's earlier answers)."""
+    return ChatOptions(kb_slug=kb.slug, agent_type=agent_type, recall_memory=False)
+
+
 def chat_asker(
     kb: KnowledgeBase, user: Any, *, llm: Any = None, conversations: list[int], agent_type: str = "auto"
 ) -> Ask:
-    """Ask like the API: a fresh session per question, the KB named, the default options."""
+    """Ask like the API: a fresh session per question, the KB named, the options of run_options."""
 
     def ask(question: str) -> ChatResult:
-        request = ChatRequest(user, None, question, ChatOptions(kb_slug=kb.slug, agent_type=agent_type))
+        request = ChatRequest(user, None, question, run_options(kb, agent_type))
         result = run_chat(request, emit=lambda event: None, llm=llm)
         conversations.append(result.conversation_id)
         return result
@@ -271,5 +278,5 @@ def answer_config(kb: KnowledgeBase, llm: Any, agent_type: str = "auto") -> dict
         "generator": " → ".join([*providers, "extractive"]),
         "embedder": kb.embedder or "",
         "retrieval": params_snapshot(params_for_kb(kb)),
-        "chat": asdict(ChatOptions(kb_slug=kb.slug, agent_type=agent_type)),
+        "chat": asdict(run_options(kb, agent_type)),
     }

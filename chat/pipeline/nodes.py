@@ -52,6 +52,8 @@ def _memory(run: ChatRun) -> Outcome:
 
 def _recall(run: ChatRun) -> list[memory.Recalled]:
     """The user's past exchanges like this question; recall is a bonus, so failing is empty."""
+    if not run.options.recall_memory:
+        return []
     try:
         return memory.memory_retrieve(
             run.conversation.user, run.message, settings.CHAT_MEMORY_K, exclude_conversation=run.conversation.pk

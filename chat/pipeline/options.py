@@ -37,6 +37,8 @@ class ChatOptions:
     ambiguity_min_gap: float = _setting("CHAT_AMBIGUITY_MIN_GAP")
     max_answer_tokens: int = _setting("CHAT_MAX_ANSWER_TOKENS")
     temperature: float | None = None  # None: by task (QA 0.1, code 0.2, summary 0.3, creative 0.7)
+    # S1 episodic recall: the user's past exchanges from their other conversations.
+    recall_memory: bool = True
 
     def replace(self, **overrides: Any) -> ChatOptions:
         """Return a copy with the given fields changed (unknown names raise TypeError)."""
