@@ -1,21 +1,26 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N | bench corpus --squad FILE --out DIR
-| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]"""
+| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
+| bench load [--sessions N] [--servers N | --url URL ...]"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
 from evaluation.document_chat_bench import bench_document_chat
+from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_retrieval,
@@ -61,6 +66,13 @@ class Command(BaseCommand):
         document_chat.add_argument("--kb", required=True, metavar="SLUG")
         document_chat.add_argument("--runs", type=int, default=40, metavar="N", help="sections asked about and condensed")
         document_chat.add_argument("--json", action="store_true")
+        load = sub.add_parser("load", help="N chat sessions asking at once over websockets, on one or more servers")
+        load.add_argument("--sessions", type=int, default=50, metavar="N")
+        load.add_argument("--servers", type=int, default=1, metavar="N", help="daphne processes to start (default 1)")
+        load.add_argument("--url", action="append", default=[], help="aim at this running server instead (repeatable)")
+        load.add_argument("--kb", default="auto", metavar="SLUG", help="the KB asked (default: auto, routed)")
+        load.add_argument("--timeout", type=float, default=60.0, metavar="S", help="a session's answer counts as lost after this")
+        load.add_argument("--json", action="store_true")
         corpus = sub.add_parser("corpus", help="write SQuAD paragraphs out as Markdown files")
         corpus.add_argument("--squad", required=True, type=Path, metavar="FILE")
         corpus.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -86,6 +98,9 @@ class Command(BaseCommand):
                     report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
             self._print(report, as_json=options["json"])
             return
+        if options["target"] == "load":
+            self._print(self._bench_load(options), as_json=options["json"])
+            return
         if options["target"] == "retrieval":
             self._print(self._bench_retrieval(options), as_json=options["json"])
             return
@@ -105,6 +120,24 @@ class Command(BaseCommand):
             generate_corpus(kb, SyntheticCorpus(children=options["chunks"], dims=dims), name)
             self.stderr.write(f"generated {options['chunks']} child chunks in {time.perf_counter() - started:.1f} s")
         return bench_retrieval(kb, queries=options["queries"], mode=options["mode"])
+
+    def _bench_load(self, options) -> dict:
+        sessions = options["sessions"]
+        # Sessions share few users, as people share a deployment; each user stays within
+        # RATE_LIMIT_USER_QPS when they all ask in the same second.
+        cookies = session_cookies(max(1, math.ceil(sessions / max(1, settings.RATE_LIMIT_USER_QPS // 2))))
+        servers = [] if options["url"] else start_servers(options["servers"])
+        urls = options["url"] or [url for url, _ in servers]
+        try:
+            # One question per server first: a cold process loads its tokenizer and models on
+            # the first question, which would land on every session of the burst.
+            asyncio.run(run_sessions(urls, cookies, sessions=len(urls), kb=options["kb"], timeout=options["timeout"]))
+            time.sleep(2)  # and the warm-up's questions leave the rate limits' one-second windows
+            started = time.perf_counter()
+            outcomes = asyncio.run(run_sessions(urls, cookies, sessions=sessions, kb=options["kb"], timeout=options["timeout"]))
+            return summarise(outcomes, servers=len(urls), seconds=time.perf_counter() - started)
+        finally:
+            stop_servers(servers)
 
     def _print(self, report: dict, *, as_json: bool) -> None:
         if as_json:
