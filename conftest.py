@@ -64,3 +64,21 @@ def bob_client(bob):
     client = Client()
     client.force_login(bob)
     return client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_lingering_connections(django_db_setup, django_db_blocker):
+    """Let the test database be dropped on PostgreSQL at the end of the run.
+
+    Pool threads (the chat's parallel stages, the similarity scans) keep their connections
+    for the life of the process, and PostgreSQL refuses to drop a database in use."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
