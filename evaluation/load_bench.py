@@ -60,15 +60,16 @@ class SessionOutcome:
 # --- servers -----------------------------------------------------------------------------
 
 
-def start_servers(count: int) -> list[tuple[str, subprocess.Popen]]:
-    """Start `count` daphne processes on free ports; return their base URLs once they answer."""
+def start_servers(count: int, env: dict[str, str] | None = None) -> list[tuple[str, subprocess.Popen]]:
+    """Start `count` daphne processes on free ports (this environment, or `env`); return their
+    base URLs once they answer."""
     started = []
     for _ in range(count):
         port = _free_port()
         command = [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
                    "agentic_rag.asgi:application"]  # fmt: skip
         log = (settings.VAR_DIR / f"bench-load-server-{len(started) + 1}.log").open("wb")
-        process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy(), stdout=log, stderr=log)
+        process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env or os.environ.copy(), stdout=log, stderr=log)
         log.close()  # the child holds its own copy
         started.append((f"http://127.0.0.1:{port}", process))
     for url, process in started:
@@ -156,7 +157,7 @@ async def ask_over_websocket(
         await writer.drain()
         deadline = started + timeout
         while outcome.final_ms is None:
-            text = await asyncio.wait_for(_read_text(reader, writer), max(0.01, deadline - time.perf_counter()))
+            text = await asyncio.wait_for(read_text(reader, writer), max(0.01, deadline - time.perf_counter()))
             elapsed = (time.perf_counter() - started) * 1000
             if outcome.first_event_ms is None:
                 outcome.first_event_ms = elapsed
@@ -182,10 +183,18 @@ class _no_limit:
         return None
 
 
-async def _handshake(reader, writer, parts, cookie: str, timeout: float) -> None:
+async def open_websocket(url: str, path: str, cookie: str, timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A signed-in websocket on `path` of the server at `url`."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), timeout)
+    await _handshake(reader, writer, parts, cookie, timeout, path)
+    return reader, writer
+
+
+async def _handshake(reader, writer, parts, cookie: str, timeout: float, path: str = "/ws/chat/") -> None:
     key = base64.b64encode(os.urandom(16)).decode()
     request = (
-        f"GET /ws/chat/ HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {parts.scheme}://{parts.netloc}\r\n"
         f"Cookie: {cookie}\r\n\r\n"
     )
@@ -210,7 +219,7 @@ def _frame(data: bytes, opcode: int = 0x1) -> bytes:
     return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
 
 
-async def _read_text(reader, writer) -> str:
+async def read_text(reader, writer) -> str:
     """The next text message; pings are answered, a close is a ConnectionError."""
     message, opcode = b"", None
     while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from evaluation.load_bench import SessionOutcome, _frame, _read_text, summarise
+from evaluation.load_bench import SessionOutcome, _frame, read_text, summarise
 
 
 class _Writer:
@@ -28,7 +28,7 @@ def _read(stream: bytes, writer: _Writer) -> str:
         reader = asyncio.StreamReader()
         reader.feed_data(stream)
         reader.feed_eof()
-        return await _read_text(reader, writer)
+        return await read_text(reader, writer)
 
     return asyncio.run(read())
 
