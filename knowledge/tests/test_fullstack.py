@@ -72,7 +72,10 @@ def database_url(db: dict) -> str:
 class CeleryWorker:
     """A `celery worker` subprocess consuming the default, ingestion and graph queues."""
 
-    def __init__(self, database: str, *, build_graphs: bool = False, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, database: str, *, build_graphs: bool = False, env: dict[str, str] | None = None,
+        queues: str = "default,ingestion,graph",
+    ) -> None:
         self.name = f"fullstack-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = Path(tempfile.mkstemp(prefix="celery-worker-", suffix=".log")[1])
         env = {
@@ -96,7 +99,7 @@ class CeleryWorker:
         }
         command = [
             sys.executable, "-m", "celery", "-A", "agentic_rag", "worker",
-            "--queues", "default,ingestion,graph", "--pool", "solo", "--concurrency", "1",
+            "--queues", queues, "--pool", "solo", "--concurrency", "1",
             "--loglevel", "INFO", "--hostname", self.name,
             "--without-gossip", "--without-mingle",
         ]  # fmt: skip
