@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from agentic_rag.celery import app as celery_app
 from knowledge.ingest import run_ingestion, submit_document
 from knowledge.models import Chunk, SearchEntry
 from knowledge.tasks import upgrade_embeddings
@@ -31,6 +32,10 @@ def test_two_workers_given_the_same_upgrade_run_it_once(kb, request):
         submit_document(kb, name, text.encode(), enqueue=queued.append)
     for document_id in queued:
         run_ingestion(document_id)
+    # Servers started by earlier tests queued a resume of every KB's upgrade on this queue;
+    # run first, it would do the work these two tasks are meant to share.
+    with celery_app.connection_for_write() as broker:
+        broker.default_channel.queue_purge("embedding")
     env = {"EMBEDDER_UPGRADE": "e5-small"}
     database = database_url(connection.settings_dict)
     workers = [CeleryWorker(database, env=env, queues="embedding") for _ in range(2)]
