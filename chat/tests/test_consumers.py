@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
+import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -185,3 +188,13 @@ async def test_stop_ends_the_answer_keeps_what_was_written_and_the_socket_open(a
     await ask(communicator, "What does the handbook say about backups?", kb="alice-kb")  # the socket still serves
     assert "msg-user" in (await receive_until(communicator, r"msg-user"))[-1]
     await communicator.disconnect()
+    # The second run, cancelled by the disconnect, stores what it had from its own thread:
+    # the database is emptied after the test only once it has.
+    await asyncio.to_thread(_wait_for_chat_runs)
+
+
+def _wait_for_chat_runs(timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while any(thread.name == "chat-run" for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, "a chat run still had not ended"
+        time.sleep(0.05)
