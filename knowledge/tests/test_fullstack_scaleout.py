@@ -1,8 +1,8 @@
 """Scale-out on the full stack: two daphne processes and a Celery worker sharing PostgreSQL
 and Redis, as a deployment with several web processes runs.
 
-An upload sent to one process shows its progress on a page connected to the other, and a
-user's rate limit counts the requests of both.
+An upload sent to one process shows its progress on a page connected to the other, a user's
+rate limit counts the requests of both, and a model added on one is used by the other.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 
+from agentic_rag.llm.testing import FakeOpenAIServer
 from agentic_rag.models import ApiToken
 from chat.tests.web_factories import session_cookie
 from evaluation.load_bench import open_websocket, read_text, start_servers, stop_servers
@@ -66,12 +68,18 @@ def two_servers(django_db_setup):
     stop_servers(servers)
 
 
-def _upload(url: str, kb_slug: str, cookie: str, name: str, data: bytes) -> int:
-    """Send a file as the KB page's form does (with its CSRF token); return the status."""
-    with DIRECT.open(urllib.request.Request(f"{url}/kb/{kb_slug}/", headers={"Cookie": cookie})) as page:
+def _page(url: str, path: str, cookie: str) -> tuple[str, str]:
+    """A page's HTML and the CSRF token its forms carry."""
+    with DIRECT.open(urllib.request.Request(f"{url}{path}", headers={"Cookie": cookie})) as page:
         jar = SimpleCookie(page.headers.get("Set-Cookie", ""))
         html = page.read().decode()
     token = jar["csrftoken"].value if "csrftoken" in jar else re.search(r'"X-CSRFToken": "([^"]+)"', html).group(1)
+    return html, token
+
+
+def _upload(url: str, kb_slug: str, cookie: str, name: str, data: bytes) -> int:
+    """Send a file as the KB page's form does (with its CSRF token); return the status."""
+    _, token = _page(url, f"/kb/{kb_slug}/", cookie)
     boundary = uuid.uuid4().hex
     body = (
         f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
@@ -137,3 +145,31 @@ def test_a_users_rate_limit_counts_the_requests_sent_to_both_processes(alice, tw
     # One process alone would let USER_QPS of its own 4 through: together no more than the
     # limit (and what the last second's window still allows) may pass.
     assert statuses.count(200) <= USER_QPS + 1 and statuses.count(429) >= 8 - USER_QPS - 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_added_on_one_process_is_used_by_the_other_from_its_next_request(alice, two_servers):
+    first, second = two_servers
+    alice.is_staff = True
+    alice.save(update_fields=["is_staff"])
+    cookie = session_cookie(alice)
+    offline = "No language model is configured"
+    assert offline in _page(second, "/", cookie)[0]  # the other process has built its router
+
+    with FakeOpenAIServer() as model:
+        _, token = _page(first, "/settings/models/", cookie)
+        form = {
+            "name": "shared", "base_url": model.base_url, "model": "fake-model", "api_key": "sk-test",
+            "connect_timeout_s": "2", "first_token_timeout_s": "5", "total_timeout_s": "10", "enabled": "on",
+            "csrfmiddlewaretoken": token,
+        }  # fmt: skip
+        request = urllib.request.Request(
+            f"{first}/settings/models/", data=urllib.parse.urlencode(form).encode(), method="POST",
+            headers={"Cookie": f"{cookie}; csrftoken={token}", "Referer": f"{first}/settings/models/",
+                     "Content-Type": "application/x-www-form-urlencoded"},
+        )  # fmt: skip
+        with DIRECT.open(request) as response:  # the redirect back to the list, followed
+            assert "shared" in response.read().decode()
+
+        # The registry's version counter lives in Redis: the other process rebuilds its router.
+        assert offline not in _page(second, "/", cookie)[0]
