@@ -3,6 +3,8 @@ friendly error pages."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client, override_settings
 
@@ -49,3 +51,21 @@ def test_every_response_carries_a_policy_that_runs_only_our_own_scripts(alice_cl
         policy = response.get("Content-Security-Policy", "")
         assert "script-src 'self'" in policy and "'unsafe-eval'" not in policy and "'unsafe-inline'" not in policy.split("style-src")[0]
         assert "frame-ancestors 'none'" in policy
+
+
+def test_every_moment_a_page_shows_is_a_time_the_browser_puts_in_the_readers_zone(alice_client, alice):
+    from django.utils import timezone
+
+    from agentic_rag.models import ApiToken
+    from chat.models import Feedback
+    from chat.tests.web_factories import make_exchange
+
+    answer = make_exchange(alice)
+    Feedback.objects.create(user=alice, message=answer, trace=answer.trace, query="q", is_positive=False)
+    token, _ = ApiToken.issue(alice, "zone")
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+
+    for url in (f"/traces/{answer.trace.trace_id}/", "/settings/tokens/"):
+        html = alice_client.get(url).content.decode()
+        shown = re.findall(r"(<time[^>]*>)?([A-Z][a-z]{2} \d{1,2}, \d{4} \d{2}:\d{2})", html)
+        assert shown and all(tag.startswith("<time datetime=") for tag, _ in shown), (url, shown)
