@@ -8,6 +8,7 @@ from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from agentic_rag.vectors import EmbeddingField
 
@@ -121,13 +122,14 @@ class KnowledgeBase(models.Model):
 
 
 class DocumentStatus(models.TextChoices):
-    PENDING = "pending"
-    PARSING = "parsing"
-    CHUNKING = "chunking"
-    EMBEDDING = "embedding"
-    INDEXING = "indexing"
-    READY = "ready"
-    FAILED = "failed"
+    # Labels translated where shown (get_status_display); the stored values stay English.
+    PENDING = "pending", gettext_lazy("Pending")
+    PARSING = "parsing", gettext_lazy("Parsing")
+    CHUNKING = "chunking", gettext_lazy("Chunking")
+    EMBEDDING = "embedding", gettext_lazy("Embedding")
+    INDEXING = "indexing", gettext_lazy("Indexing")
+    READY = "ready", gettext_lazy("Ready")
+    FAILED = "failed", gettext_lazy("Failed")
 
 
 IN_PROGRESS = (

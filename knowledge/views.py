@@ -33,18 +33,9 @@ from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
 
-# Stored values the templates translate with {% translate value %}: document statuses (as
-# get_status_display shows them), visibilities and upload outcomes. Marked here so that
-# makemessages finds them; the models keep their English choices, as changing those would
-# need a migration.
+# Stored values the templates translate with {% translate value %}: a KB's visibility as its
+# badge shows it, and upload outcomes. Marked here so that makemessages finds them.
 TEMPLATE_LABELS = (
-    gettext_noop("Pending"),
-    gettext_noop("Parsing"),
-    gettext_noop("Chunking"),
-    gettext_noop("Embedding"),
-    gettext_noop("Indexing"),
-    gettext_noop("Ready"),
-    gettext_noop("Failed"),
     gettext_noop("private"),
     gettext_noop("shared"),
     gettext_noop("public"),
