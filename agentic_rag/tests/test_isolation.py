@@ -26,8 +26,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agentic_rag.asgi import application
 from agentic_rag.embeddings import get_embedder
-from agentic_rag.llm import reset_llm
-from agentic_rag.llm.testing import FakeOpenAIServer
+from agentic_rag.llm.testing import configured_as_the_model
 from agentic_rag.models import ApiToken
 from chat import routing_kb
 from chat.document_chat.workflow import stored_history
@@ -590,13 +589,8 @@ def test_on_the_shared_kb_bob_is_offered_none_of_her_feedback_or_conversations(w
 @pytest.fixture
 def fake_model(settings):
     """A configured language model (a fake OpenAI-compatible server) that records every prompt."""
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        reset_llm()
+    with configured_as_the_model(settings) as server:
         yield server
-    reset_llm()
 
 
 def test_her_answer_run_on_the_shared_kb_sends_the_model_none_of_her_private_exchanges(

@@ -8,8 +8,7 @@ import pytest
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from agentic_rag.llm import reset_llm
-from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+from agentic_rag.llm.testing import FakeReply, configured_as_the_model
 from agentic_rag.models import ApiToken
 from chat.events import PipelineEvent
 from chat.models import Conversation, Message
@@ -59,16 +58,10 @@ def token_key(alice):
 def slow_llm(settings):
     """A model that streams one word every 50 ms, served by a fake OpenAI-compatible server."""
     words = " ".join(f"word{i}" for i in range(200))
-    with FakeOpenAIServer() as server:
-        server.default = FakeReply(text=words, token_delay_s=0.05)
-        # A model that answers every request with the same stream cannot rewrite the query.
-        settings.CHAT_ENABLE_QUERY_REWRITE = False
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        reset_llm()
+    # A model that answers every request with the same stream cannot rewrite the query.
+    settings.CHAT_ENABLE_QUERY_REWRITE = False
+    with configured_as_the_model(settings, FakeReply(text=words, token_delay_s=0.05)) as server:
         yield server
-    reset_llm()
 
 
 def test_it_streams_every_stage_tokens_and_the_final_answer_as_sse(alice_client, ready_kb):
@@ -266,23 +259,14 @@ def test_it_ends_a_failed_stream_with_an_error_event(alice_client, monkeypatch):
 
 
 def test_it_ends_an_llm_failure_with_an_error_event_and_a_partial_message(alice_client, ready_kb, settings):
-    with FakeOpenAIServer() as server:
-        server.default = FakeReply(
-            text="First words then the model goes quiet " * 5, stall_after=3, stall_s=5
-        )
-        # A model that answers every request with the same stream cannot rewrite the query.
-        settings.CHAT_ENABLE_QUERY_REWRITE = False
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        settings.LLM_CHUNK_TIMEOUT_S = 0.3
-        settings.LLM_FIRST_TOKEN_TIMEOUT_S = 2
-        reset_llm()
-        try:
-            response = post_json(alice_client, STREAM, {"message": QUESTION, "kb": "alice-kb"})
-            events = parse_sse(response.streaming_content)
-        finally:
-            reset_llm()
+    # A model that answers every request with the same stream cannot rewrite the query.
+    settings.CHAT_ENABLE_QUERY_REWRITE = False
+    settings.LLM_CHUNK_TIMEOUT_S = 0.3
+    settings.LLM_FIRST_TOKEN_TIMEOUT_S = 2
+    quiet = FakeReply(text="First words then the model goes quiet " * 5, stall_after=3, stall_s=5)
+    with configured_as_the_model(settings, quiet):
+        response = post_json(alice_client, STREAM, {"message": QUESTION, "kb": "alice-kb"})
+        events = parse_sse(response.streaming_content)
     kinds = [kind for kind, _ in events]
     assert "token" in kinds and kinds[-1] == "error" and "final" not in kinds
     assert events[-1][1]["code"] == "llm_interrupted"

@@ -13,8 +13,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from agentic_rag.asgi import application
-from agentic_rag.llm import reset_llm
-from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+from agentic_rag.llm.testing import FakeReply, configured_as_the_model
 from chat.models import Message
 
 from .web_factories import ingest, session_cookie, wait_for_answer
@@ -46,16 +45,11 @@ def ready_kb(kb, alice):
 @pytest.fixture
 def slow_llm(settings):
     """A model that streams one word every 50 ms, served by a fake OpenAI-compatible server."""
-    with FakeOpenAIServer() as server:
-        server.default = FakeReply(text=" ".join(f"word{i}" for i in range(200)), token_delay_s=0.05)
-        # A model that answers every request with the same stream cannot rewrite the query.
-        settings.CHAT_ENABLE_QUERY_REWRITE = False
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        reset_llm()
+    # A model that answers every request with the same stream cannot rewrite the query.
+    settings.CHAT_ENABLE_QUERY_REWRITE = False
+    reply = FakeReply(text=" ".join(f"word{i}" for i in range(200)), token_delay_s=0.05)
+    with configured_as_the_model(settings, reply) as server:
         yield server
-    reset_llm()
 
 
 async def connect(headers) -> WebsocketCommunicator:

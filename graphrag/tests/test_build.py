@@ -160,18 +160,12 @@ def test_ingestion_builds_the_graph_in_the_background(kb, settings):
 @pytest.fixture
 def model(settings):
     """A configured model: a fake OpenAI-compatible server on 127.0.0.1."""
-    from agentic_rag.llm import reset_llm
-    from agentic_rag.llm.testing import FakeOpenAIServer
+    from agentic_rag.llm.testing import configured_as_the_model
 
-    with FakeOpenAIServer() as server:
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        settings.LLM_RETRY_MAX_ATTEMPTS = 1
-        settings.GRAPH_LLM_TIMEOUT_S = 1.0
-        reset_llm()
+    settings.LLM_RETRY_MAX_ATTEMPTS = 1
+    settings.GRAPH_LLM_TIMEOUT_S = 1.0
+    with configured_as_the_model(settings) as server:
         yield server
-    reset_llm()
 
 
 def test_with_a_model_it_adds_what_the_rules_miss_and_never_invents(kb, model):
