@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import nullcontext
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -138,7 +139,7 @@ async def ask_over_websocket(
     parts = urlsplit(url)
     writer = None
     try:
-        async with connects or _no_limit():
+        async with connects or nullcontext():
             reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), timeout)
             await _handshake(reader, writer, parts, cookie, timeout)
     except (TimeoutError, OSError, ConnectionError) as error:
@@ -173,14 +174,6 @@ async def ask_over_websocket(
     finally:
         writer.close()
     return outcome
-
-
-class _no_limit:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc) -> None:
-        return None
 
 
 async def open_websocket(url: str, path: str, cookie: str, timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
