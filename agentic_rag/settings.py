@@ -323,6 +323,12 @@ CHAT_MAX_ANSWER_TOKENS = envint("CHAT_MAX_ANSWER_TOKENS", "1024")
 # LLM rewrites and intent classifications are cached (seconds).
 CHAT_REWRITE_CACHE_TTL = envint("CHAT_REWRITE_CACHE_TTL", "3600")
 CHAT_INTENT_CACHE_TTL = envint("CHAT_INTENT_CACHE_TTL", "3600")
+# Hard stage budgets (ms) in place of the pipeline graph's own: "rewrite:1500,intent:1000".
+# The defaults (rewrite 500, intent 350) suit a fast model; a slower one answers better with
+# more time than with the stages' fallbacks.
+CHAT_STAGE_BUDGETS_MS = {
+    name.strip(): int(ms) for name, ms in (item.split(":", 1) for item in envlist("CHAT_STAGE_BUDGETS_MS", ""))
+}
 # Span input and output are cut to this many characters in stored traces.
 CHAT_SPAN_MAX_CHARS = envint("CHAT_SPAN_MAX_CHARS", "2000")
 # S6 tool channel: each tool call gets this long before it counts as failed (seconds).

@@ -1,4 +1,4 @@
-"""Pipeline events for HTTP clients: Server-Sent Events (sync and async) and one JSON summary.
+"""Pipeline events for HTTP clients: Server-Sent Events (sync and async) and one JSON result.
 
 An SSE stream always ends with a `final` or an `error` event, never a cut; while the
 pipeline is quiet a `: ping` comment keeps proxies from closing the connection. Closing
@@ -15,13 +15,11 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from django.db import connections
 
 from .events import PipelineEvent
-from .pipeline import ChatRefused
+from .pipeline import ChatRefused, ChatResult, fold_events
 
 logger = logging.getLogger(__name__)
 
@@ -143,67 +141,16 @@ async def asse_stream(
             await events.aclose()  # type: ignore[attr-defined]
 
 
-@dataclass
-class ChatSummary:
-    """The whole answer of one run, for the JSON API."""
-
-    session_id: str | None = None
-    answer: str = ""
-    citations: list = field(default_factory=list)
-    verification: list = field(default_factory=list)
-    intent: dict | None = None
-    route: dict | None = None
-    tools: list = field(default_factory=list)
-    shortcut: str | None = None
-    trace_id: str | None = None
-    total_ms: float | None = None
-    first_token_ms: float | None = None
-    stages: list = field(default_factory=list)
-    error: dict | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def summarise(events: Iterable[PipelineEvent]) -> ChatSummary:
-    """Fold a run's events into its summary; an exception becomes the summary's error."""
-    summary = ChatSummary()
-    tokens: list[str] = []
+def collect(events: Iterable[PipelineEvent]) -> ChatResult:
+    """Read a run's events to the end into its result; a failure becomes the result's error."""
+    seen: list[PipelineEvent] = []
     try:
-        for event in events:
-            _fold(summary, tokens, event)
+        seen.extend(events)
     except Exception as error:
-        if isinstance(error, ChatRefused) and summary.session_id is None:
+        if isinstance(error, ChatRefused) and not seen:
             raise  # refused before it started: the caller answers 400
         logger.exception("chat run failed")
-        summary.error = error_event(error).data
-    if not summary.answer:
-        summary.answer = "".join(tokens)
-    if summary.error is None and summary.trace_id is None:
-        summary.error = error_event(None).data
-    return summary
-
-
-def _fold(summary: ChatSummary, tokens: list[str], event: PipelineEvent) -> None:
-    data = event.data
-    if event.type == "session":
-        summary.session_id = data.get("session_id")
-    elif event.type == "stage_end":
-        summary.stages.append({"name": event.stage, "ms": round(event.ms, 3), "status": data.get("status")})
-    elif event.type in ("intent", "route"):
-        setattr(summary, event.type, data)
-    elif event.type == "tool":
-        summary.tools.append(data)
-    elif event.type == "first_token":
-        summary.first_token_ms = round(event.ms, 3)
-    elif event.type == "token":
-        tokens.append(str(data.get("text", "")))
-    elif event.type == "final":
-        summary.answer = data.get("response", "")
-        summary.citations = data.get("citations", [])
-        summary.verification = data.get("verification", [])
-        summary.shortcut = data.get("shortcut")
-        summary.trace_id = data.get("trace_id")
-        summary.total_ms = data.get("total_ms")
-    elif event.type == "error":
-        summary.error = data
+        seen.append(error_event(error))
+    if not any(event.type in TERMINAL for event in seen):
+        seen.append(error_event(None))
+    return fold_events(seen)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from agentic_rag.auth import api_auth, api_error
 from agentic_rag.ratelimit import rate_limited
 
-from .adapters import asse_stream, sse_stream, summarise
+from .adapters import asse_stream, collect, sse_stream
 from .feedback import record_feedback
 from .forms import AskForm, FeedbackApiForm, chat_request
 from .models import Message
@@ -59,10 +59,10 @@ def chat_json(request: HttpRequest) -> HttpResponse:
     if isinstance(form, JsonResponse):
         return form
     try:
-        summary = summarise(iter_chat(chat_request(form)))
+        result = collect(iter_chat(chat_request(form)))
     except ChatRefused as refusal:
         return _refused(refusal)
-    return JsonResponse(summary.as_json(), status=502 if summary.error else 200)
+    return JsonResponse(result.as_json(), status=502 if result.error_code else 200)
 
 
 @api_auth

@@ -12,8 +12,10 @@ Event types and their `data`:
 - "first_token": {} with `ms` since the request started
 - "token": {text}
 - "citation": {n, doc, chunk_id, quote, verified}
-- "final": {trace_id, total_ms, response, citations, shortcut, verification, status, partial}
-- "error": {message, code}
+- "thinking", "round", "plan", "task", "report", "step": what a multi-step agent reports
+- "final": {trace_id, total_ms, response, citations, shortcut, verification, status, partial,
+  message_id, session_id}
+- "error": {message, code}, and the fields of "final" when the run stored what it had
 """
 
 from __future__ import annotations
@@ -32,15 +34,20 @@ EventType = Literal[
     "first_token",
     "token",
     "citation",
+    "thinking",
+    "round",
+    "plan",
+    "task",
+    "report",
+    "step",
     "final",
     "error",
 ]
-EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
 class PipelineEvent:
-    type: str
+    type: EventType
     stage: str = ""  # node name, e.g. "memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"
     ms: float = 0.0  # elapsed in the stage (stage_end) or since the request started (first_token/final)
     data: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable

@@ -15,6 +15,7 @@ from agentic_rag.llm import get_llm
 from agentic_rag.ratelimit import rate_limited
 from knowledge.models import KnowledgeBase
 
+from .adapters import collect
 from .cards import stage_lanes
 from .feedback import record_feedback
 from .forms import AskForm, FeedbackForm, RenameForm, chat_request
@@ -84,21 +85,16 @@ def chat_send(request: HttpRequest) -> HttpResponse:
         messages.error(request, form.first_error())
     else:
         try:
-            session_id = _answer_to_end(form)
+            result = collect(iter_chat(chat_request(form)))
         except ChatRefused as refusal:
             messages.error(request, str(refusal))
+        else:
+            session_id = result.session_id
+            if result.error_code:  # the stored exchange shows the partial answer; say why it stopped
+                messages.error(request, result.error)
     # Back to the session asked about (its id passed the form's check), or a new chat.
     session_id = session_id or form.cleaned_data.get("session_id")
     return redirect("chat-session", session_id) if session_id else redirect("chat")
-
-
-def _answer_to_end(form: AskForm) -> str | None:
-    """Run the pipeline through; return the session it answered in."""
-    session_id = form.cleaned_data["session_id"]
-    for event in iter_chat(chat_request(form)):
-        if event.type == "session":
-            session_id = event.data.get("session_id") or session_id
-    return session_id
 
 
 @login_required

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .graph import CHAT_GRAPH, export_graph
-from .options import ChatOptions, ChatRefused, ChatRequest, ChatResult, StageTiming
+from .options import ChatOptions, ChatRefused, ChatRequest, ChatResult, StageStatus, StageTiming
+from .results import fold_events
 from .runner import run_chat
 from .streaming import aiter_chat, iter_chat
 
@@ -13,9 +14,11 @@ __all__ = [
     "ChatRefused",
     "ChatRequest",
     "ChatResult",
+    "StageStatus",
     "StageTiming",
     "aiter_chat",
     "export_graph",
+    "fold_events",
     "iter_chat",
     "run_chat",
 ]

@@ -1,8 +1,9 @@
-"""The chat pipeline declared as nodes, edges and branches (seed 001), and its JSON export.
+"""The chat pipeline declared as nodes, edges and branches, and its JSON export.
 
 The runner executes this declaration: nodes in edge order, nodes of one parallel group
-side by side, a branch taken when its node reports the branch's shortcut. The UI draws
-its stage cards from `export_graph()`.
+side by side, a node whose switch is off skipped, a node with a hard budget cut off when
+it runs over, and a branch taken only when its node reports the branch's shortcut. The UI
+draws its stage cards from `export_graph()`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ END = "END"
 class Node:
     id: str
     label: str
-    stage: int  # S1-S8 of seed 000
+    stage: int  # its number on the stage cards, 1-8
     budget_ms: int | None = None
     parallel_group: str = ""  # nodes of one group run at the same time
     switch: str = ""  # the ChatOptions field that turns the node off
-    on_error: str = "fail"  # what a failure degrades to (seed 001 §10)
+    on_error: str = "fail"  # what a failure degrades to
+    # A hard budget cuts the stage off and degrades it as on_error says. Only stages that wait
+    # on a model have one: their fallback is good enough to answer with, and a slow model must
+    # not hold every question. Other budgets are targets the trace shows time against.
+    hard_budget: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class Graph:
 
     def node(self, node_id: str) -> Node:
         return next(node for node in self.nodes if node.id == node_id)
+
+    def has_branch(self, source: str, shortcut: str) -> bool:
+        return any(b.source == source and b.shortcut == shortcut for b in self.branches)
 
     def steps(self) -> tuple[tuple[Node, ...], ...]:
         """Nodes in execution order; the nodes of a step run in parallel."""
@@ -83,6 +91,7 @@ def _node_dict(node: Node) -> dict[str, Any]:
         "stage": node.stage,
         "budget_ms": node.budget_ms,
         "on_error": node.on_error,
+        "hard_budget": node.hard_budget,
     }
     if node.parallel_group:
         data["parallel_group"] = node.parallel_group
@@ -94,8 +103,9 @@ def _node_dict(node: Node) -> dict[str, Any]:
 CHAT_GRAPH = Graph(
     nodes=(
         Node("memory", gettext_noop("Memory"), 1, 50, on_error="empty history"),
-        Node("rewrite", gettext_noop("Rewrite"), 2, 500, "understand", "enable_query_rewrite", "original query"),
-        Node("intent", gettext_noop("Intent"), 3, 350, "understand", on_error="default KB intent"),
+        Node("rewrite", gettext_noop("Rewrite"), 2, 500, "understand", "enable_query_rewrite", "original query",
+             hard_budget=True),
+        Node("intent", gettext_noop("Intent"), 3, 350, "understand", on_error="default KB intent", hard_budget=True),
         Node("guide", gettext_noop("Ambiguity guide"), 4, 5, on_error="continue"),
         Node("system", gettext_noop("System direct"), 5, 5, on_error="continue"),
         Node("retrieve", gettext_noop("KB ∥ Tools"), 6, 2000, on_error="empty evidence"),

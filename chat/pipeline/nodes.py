@@ -1,7 +1,9 @@
-"""The graph's node handlers: each calls its stage and notes what it found on the ChatRun.
+"""The graph's node handlers: each calls its stage and returns what it found as an Outcome.
 
-A handler that raises is replaced by its degrade function (seed 001 §10): rewrite keeps
-the original query, intent falls back to the default KB intent, search to no evidence.
+The runner applies an Outcome's `found` values to the ChatRun. Handlers of stages that run
+side by side (rewrite, intent) only read the run, so one cut off at its budget leaves no
+trace. A handler that raises is replaced by its degrade function: rewrite keeps the
+original query, intent falls back to the default KB intent, search to no evidence.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.conf import settings
 
 from agentic_rag.llm import ModelRouter
 from chat import memory
+from chat.models import Shortcut, TraceStatus
 from chat.routing_kb import parse_worker_name
 from chat.workers import plan_for, run_plan
 from knowledge.analysis import analyze
@@ -24,11 +27,12 @@ from knowledge.models import AnswerMode
 
 from . import stages
 from .intent import DEFAULT_INTENT, classify_intent
+from .options import StageStatus
 from .prompt import assemble_prompt
 from .replies import clarifying_question, no_evidence_reply, system_reply
 from .rewrite import rewrite_query, unchanged
 from .run import ChatRun, Outcome
-from .state import Turn
+from .state import EvidenceItem, Turn
 from .store import load_turns
 from .tools import ToolContext, ToolResult
 
@@ -42,12 +46,13 @@ SEARCH_FAILED = "the search failed"
 def _memory(run: ChatRun) -> Outcome:
     summary = memory.summary_of(run.conversation)
     turns = load_turns(run.conversation, run.options.history_turns, summary.until_message_id if summary else 0)
-    run.history = stages.recent_turns(turns, run.options.history_turns)
+    history = stages.recent_turns(turns, run.options.history_turns)
     recalled = _recall(run)
-    run.memory = memory.memory_block(summary.text if summary else "", recalled)
+    block = memory.memory_block(summary.text if summary else "", recalled)
     summarised = f", {summary.turns} summarised" if summary else ""
     recalled_note = f", {len(recalled)} recalled" if recalled else ""
-    return Outcome("done", f"{len(run.history) // 2} earlier turns{summarised}{recalled_note}")
+    detail = f"{len(history) // 2} earlier turns{summarised}{recalled_note}"
+    return Outcome(StageStatus.DONE, detail, found={"history": history, "memory": block})
 
 
 def _recall(run: ChatRun) -> list[memory.Recalled]:
@@ -64,26 +69,23 @@ def _recall(run: ChatRun) -> list[memory.Recalled]:
 
 
 def _rewrite(run: ChatRun) -> Outcome:
-    if not run.options.enable_query_rewrite:
-        run.rewrite = unchanged(run.message, "off")
-        return Outcome("skipped", "query rewrite is switched off")
     c = run.collaborators
-    run.rewrite = rewrite_query(
+    rewrite = rewrite_query(
         run.message, run.history, llm=c.llm, cache=c.cache,
         turns=run.options.rewrite_history_turns, ttl=settings.CHAT_REWRITE_CACHE_TTL, memory=run.memory,
     )
-    return Outcome("done", f"{run.rewrite.method}: {' | '.join(run.rewrite.queries)}")
+    return Outcome(StageStatus.DONE, f"{rewrite.method}: {' | '.join(rewrite.queries)}", found={"rewrite": rewrite})
 
 
 def _intent(run: ChatRun) -> Outcome:
     c = run.collaborators
-    run.intent = classify_intent(
+    intent = classify_intent(
         run.message, run.history, llm=c.llm, cache=c.cache,
         tools=c.tools.available(), ttl=settings.CHAT_INTENT_CACHE_TTL,
     )
-    run.emit("intent", "intent", **run.intent.as_event())
-    top = run.intent.top
-    return Outcome("done", f"{top.name}{':' + top.tool if top.tool else ''} {top.confidence:.2f} ({run.intent.method})")
+    top = intent.top
+    detail = f"{top.name}{':' + top.tool if top.tool else ''} {top.confidence:.2f} ({intent.method})"
+    return Outcome(StageStatus.DONE, detail, found={"intent": intent}, events=(("intent", intent.as_event()),))
 
 
 def _guide(run: ChatRun) -> Outcome:
@@ -95,16 +97,16 @@ def _guide(run: ChatRun) -> Outcome:
         floor=options.min_confidence_score,
     )
     if ambiguity is None:
-        return Outcome("done", "the intent is clear")
-    run.reply = clarifying_question(run.message, ambiguity.candidates)
-    return Outcome("shortcut", ambiguity.reason, "A")
+        return Outcome(StageStatus.DONE, "the intent is clear")
+    reply = clarifying_question(run.message, ambiguity.candidates)
+    return Outcome(StageStatus.SHORTCUT, ambiguity.reason, Shortcut.A, found={"reply": reply})
 
 
 def _system(run: ChatRun) -> Outcome:
     if not run.intent.is_all_system:
-        return Outcome("done", "not a system message")
-    run.reply = system_reply(run.message, run.intent)
-    return Outcome("shortcut", "every intent is SYSTEM", "B")
+        return Outcome(StageStatus.DONE, "not a system message")
+    reply = system_reply(run.message, run.intent)
+    return Outcome(StageStatus.SHORTCUT, "every intent is SYSTEM", Shortcut.B, found={"reply": reply})
 
 
 def _retrieve(run: ChatRun) -> Outcome:
@@ -113,21 +115,24 @@ def _retrieve(run: ChatRun) -> Outcome:
     ctx = contextvars.copy_context()
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
     search = _search(run) if run.kb is not None and (run.intent.wants_kb or not calls) else stages.KbSearch()
-    run.tool_results = pending.result() if pending else []
+    tool_results = pending.result() if pending else []
     _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
-    run.evidence = stages.number_evidence(search.references, run.tool_results, limit=limit, url_for=_url_for(run))
-    _emit_evidence(run, search.reason)
-    status = "failed" if search.reason == SEARCH_FAILED else "done"
-    if run.kb is None and not run.tool_results and getattr(c.llm, "has_model", False):
+    evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))
+    found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence}
+    events = _evidence_events(tool_results, evidence, search.reason)
+    status = StageStatus.FAILED if search.reason == SEARCH_FAILED else StageStatus.DONE
+    if run.kb is None and not tool_results and getattr(c.llm, "has_model", False):
         # A general question (no KB routed, no tool): the model answers from general knowledge.
-        return Outcome("done", "general question: the model answers without sources")
-    if not run.evidence and not run.tool_results:
-        run.reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", search.reason)
-        return Outcome("failed" if status == "failed" else "shortcut", search.reason or "no evidence", "C")
+        return Outcome(StageStatus.DONE, "general question: the model answers without sources", found=found, events=events)
+    if not evidence and not tool_results:
+        found["reply"] = no_evidence_reply(run.message, run.kb.name if run.kb else "", search.reason)
+        shortcut_status = StageStatus.FAILED if status == StageStatus.FAILED else StageStatus.SHORTCUT
+        return Outcome(shortcut_status, search.reason or "no evidence", Shortcut.C, found=found, events=events)
     degraded = " (rerank failed: original order)" if search.is_rerank_degraded else ""
-    return Outcome(status, f"{len(search.references[:limit])} KB, {len(run.tool_results)} tool{degraded}")
+    detail = f"{len(search.references[:limit])} KB, {len(tool_results)} tool{degraded}"
+    return Outcome(status, detail, found=found, events=events)
 
 
 def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
@@ -223,11 +228,12 @@ def _call_tools(run: ChatRun, calls: list) -> list[ToolResult]:
     return results
 
 
-def _emit_evidence(run: ChatRun, reason: str) -> None:
-    for result in run.tool_results:
-        run.emit("tool", "retrieve", **result.as_event())
-    evidence = [item.as_event() for item in run.evidence]
-    run.emit("retrieval", "retrieve", count=len(evidence), evidence=evidence, reason=reason)
+def _evidence_events(
+    tool_results: list[ToolResult], evidence: tuple[EvidenceItem, ...], reason: str
+) -> tuple[tuple[str, dict[str, Any]], ...]:
+    tools = tuple(("tool", result.as_event()) for result in tool_results)
+    shown = [item.as_event() for item in evidence]
+    return (*tools, ("retrieval", {"count": len(shown), "evidence": shown, "reason": reason}))
 
 
 def _url_for(run: ChatRun) -> Callable[[Any], str]:
@@ -239,13 +245,13 @@ def _prompt(run: ChatRun) -> Outcome:
         Turn(t.role, t.content[:HISTORY_TURN_CHARS])
         for t in stages.recent_turns(run.history, run.options.rewrite_history_turns)
     )
-    run.prompt = assemble_prompt(
+    prompt = assemble_prompt(
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
         memory=run.memory, general=run.kb is None,
     )
-    p = run.prompt
-    return Outcome("done", f"{p.mode} · {p.task} · temperature {p.temperature} · {p.chars} chars")
+    detail = f"{prompt.mode} · {prompt.task} · temperature {prompt.temperature} · {prompt.chars} chars"
+    return Outcome(StageStatus.DONE, detail, found={"prompt": prompt})
 
 
 def _generate(run: ChatRun) -> Outcome:
@@ -256,7 +262,7 @@ def _generate(run: ChatRun) -> Outcome:
         try:
             for piece in stream:
                 if run.is_cancelled():
-                    run.status = "cancelled"
+                    run.status = TraceStatus.CANCELLED
                     span.status = "cancelled"
                     break
                 run.deliver(piece)
@@ -266,9 +272,9 @@ def _generate(run: ChatRun) -> Outcome:
             span.output = "".join(run.pieces)
     tries = len(getattr(stream, "attempts", ()))
     detail = f"{run.provider or 'llm'} · {len(run.pieces)} pieces" + (f" · {tries} attempts" if tries > 1 else "")
-    if run.status == "cancelled":
-        return Outcome("done", f"cancelled by the client: {detail}")
-    return Outcome("done", detail)
+    if run.status == TraceStatus.CANCELLED:
+        return Outcome(StageStatus.DONE, f"cancelled by the client: {detail}")
+    return Outcome(StageStatus.DONE, detail)
 
 
 def _close(stream: Any) -> None:
@@ -289,33 +295,30 @@ HANDLERS: dict[str, Callable[[ChatRun], Outcome]] = {
 }
 
 
-# --- degrade paths (seed 001 §10) -------------------------------------------------------------
+# --- degrade paths: what a failed (or, for rewrite and intent, late) stage leaves instead ---------
 
 
 def _degrade_memory(run: ChatRun, error: Exception) -> Outcome:
-    run.history = ()
-    return Outcome("failed", f"no history: {error}")
+    return Outcome(StageStatus.FAILED, f"no history: {error}", found={"history": ()})
 
 
 def _degrade_rewrite(run: ChatRun, error: Exception) -> Outcome:
-    run.rewrite = unchanged(run.message, "fallback")
-    return Outcome("failed", f"kept the original query: {error}")
+    return Outcome(StageStatus.FAILED, f"kept the original query: {error}",
+                   found={"rewrite": unchanged(run.message, "fallback")})
 
 
 def _degrade_intent(run: ChatRun, error: Exception) -> Outcome:
-    run.intent = DEFAULT_INTENT
-    run.emit("intent", "intent", **run.intent.as_event())
-    return Outcome("failed", f"default KB intent: {error}")
+    return Outcome(StageStatus.FAILED, f"default KB intent: {error}", found={"intent": DEFAULT_INTENT},
+                   events=(("intent", DEFAULT_INTENT.as_event()),))
 
 
 def _degrade_check(run: ChatRun, error: Exception) -> Outcome:
-    return Outcome("failed", f"check skipped: {error}")
+    return Outcome(StageStatus.FAILED, f"check skipped: {error}")
 
 
 def _degrade_retrieve(run: ChatRun, error: Exception) -> Outcome:
-    run.evidence = ()
-    run.reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", SEARCH_FAILED)
-    return Outcome("failed", f"no evidence: {error}", "C")
+    reply = no_evidence_reply(run.message, run.kb.name if run.kb else "", SEARCH_FAILED)
+    return Outcome(StageStatus.FAILED, f"no evidence: {error}", Shortcut.C, found={"evidence": (), "reply": reply})
 
 
 DEGRADES: dict[str, Callable[[ChatRun, Exception], Outcome]] = {

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
+
+from chat.models import Shortcut, TraceStatus
 
 
 def _setting(name: str):
@@ -53,27 +57,44 @@ class ChatRequest:
     options: ChatOptions = field(default_factory=ChatOptions)
 
 
+class StageStatus(StrEnum):
+    """How one stage ended (the `stage_end` event's status)."""
+
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"  # it failed and degraded, or went over a hard budget
+    SHORTCUT = "shortcut"  # it answered, and the stages after it did not run
+
+
 @dataclass(frozen=True)
 class StageTiming:
     name: str
     ms: float
-    status: str  # "done" | "skipped" | "failed" | "shortcut"
+    status: StageStatus
     detail: str = ""
 
 
 @dataclass(frozen=True)
 class ChatResult:
-    trace_id: str
-    session_id: str
-    conversation_id: int
-    answer: str
-    status: str  # "done" | "failed" | "cancelled"
-    shortcut: str | None = None  # "A" | "B" | "C"
+    """Everything one chat run produced, read from its events.
+
+    Every entry point (websocket, SSE, the JSON API, `ask`, the form without JavaScript,
+    the benchmarks) sees the same events; `fold_events` turns them into this one shape.
+    """
+
+    trace_id: str = ""
+    session_id: str = ""
+    conversation_id: int | None = None
+    answer: str = ""
+    status: TraceStatus = TraceStatus.DONE
+    shortcut: Shortcut | None = None
     partial: bool = False
-    route: str | None = None  # the KB slug searched
+    route: str | None = None  # the slug of the KB searched
+    routing: dict[str, Any] = field(default_factory=dict)  # how, how surely and why it was chosen
     intents: tuple[dict[str, Any], ...] = ()
     intent_method: str = ""
-    tools: tuple[str, ...] = ()
+    tool_calls: tuple[dict[str, Any], ...] = ()  # {name, parameters, result} of each tool that ran
+    agent_steps: tuple[dict[str, Any], ...] = ()  # what a multi-step agent reported, in order
     citations: tuple[dict[str, Any], ...] = ()
     verification: tuple[dict[str, Any], ...] = ()
     evidence: tuple[dict[str, Any], ...] = ()
@@ -82,17 +103,52 @@ class ChatResult:
     first_token_ms: float | None = None
     message_id: int | None = None
     error: str = ""
+    error_code: str = ""
 
     @property
     def intent(self) -> str:
         """The top intent's name ("KB", "SYSTEM", "TOOL:weather"), "" when there is none."""
-        if not self.intents:
-            return ""
-        top = self.intents[0]
-        return f"TOOL:{top['tool']}" if top.get("tool") else top["name"]
+        return intent_label(self.intents)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The names of the tools that ran, in order."""
+        return tuple(call["name"] for call in self.tool_calls)
 
     def stage(self, name: str) -> StageTiming | None:
         return next((s for s in self.stages if s.name == name), None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON API's body and `ask --json`'s output."""
+        return {
+            "session_id": self.session_id or None,
+            "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "trace_id": self.trace_id or None,
+            "status": self.status,
+            "partial": self.partial,
+            "answer": self.answer,
+            "citations": list(self.citations),
+            "verification": list(self.verification),
+            "evidence": list(self.evidence),
+            "intent": {"intents": list(self.intents), "method": self.intent_method} if self.intents else None,
+            "route": self.routing or None,
+            "tools": list(self.tool_calls),
+            "agent_steps": list(self.agent_steps),
+            "shortcut": self.shortcut,
+            "total_ms": self.total_ms,
+            "first_token_ms": self.first_token_ms,
+            "stages": [{"name": s.name, "ms": s.ms, "status": s.status, "detail": s.detail} for s in self.stages],
+            "error": {"message": self.error, "code": self.error_code} if self.error_code else None,
+        }
+
+
+def intent_label(intents: Sequence[dict[str, Any]]) -> str:
+    """The top intent as one word: "KB", "SYSTEM", "TOOL:weather"; "" when there is none."""
+    if not intents:
+        return ""
+    top = intents[0]
+    return f"TOOL:{top['tool']}" if top.get("tool") else top["name"]
 
 
 class ChatRefused(Exception):

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Iterable
 from typing import Any
 
 from agentic_rag.background import dispatch
 from chat import tasks
+from chat.events import PipelineEvent
 from chat.memory import needs_summary
+from chat.models import Shortcut, TraceStatus
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 
 from .citations import Citation, check_citations, display_answer
 from .graph import CHAT_GRAPH
-from .options import ChatResult
+from .options import ChatResult, StageStatus, StageTiming, intent_label
 from .run import ChatRun
 from .store import Exchange, save_exchange
 
@@ -38,7 +40,7 @@ def route_event(run: ChatRun) -> dict[str, Any]:
     return {"kb_prefix": run.kb.slug, "confidence": 1.0, "method": "explicit", "reason": "chosen in the request"}
 
 
-def finish(run: ChatRun) -> ChatResult:
+def finish(run: ChatRun) -> None:
     """Check citations, store the exchange and trace, and end the events with final or error."""
     raw = "".join(run.pieces)
     citations = _citations(run, raw)
@@ -46,29 +48,29 @@ def finish(run: ChatRun) -> ChatResult:
     for citation in citations:
         if citation.doc:
             run.emit("citation", "generate", **citation.as_dict())
-    result = _result(run, display_answer(raw), citations, total_ms)
+    answer = display_answer(raw)
+    message_id = None
     try:
-        result = replace(result, message_id=_store(run, result))
+        message_id = _store(run, answer, citations, total_ms)
     except Exception as error:  # the answer was shown; say it could not be kept
         logger.exception("storing the chat exchange failed")
-        run.status, run.error, run.error_code = "failed", f"the answer could not be stored: {error}", "store_failed"
-        result = replace(result, status="failed", error=run.error)
-    if run.status == "failed":
-        run.emit("error", "generate" if run.pieces else "", total_ms, message=run.error, code=run.error_code)
+        run.status, run.error, run.error_code = TraceStatus.FAILED, f"the answer could not be stored: {error}", "store_failed"
+    data = _final_data(run, answer, citations, total_ms, message_id)
+    if run.status == TraceStatus.FAILED:
+        run.emit("error", "generate" if run.pieces else "", total_ms, message=run.error, code=run.error_code, **data)
     else:
-        run.emit("final", "", total_ms, **_final_data(run, result))
+        run.emit("final", "", total_ms, **data)
     logger.info("chat %s shortcut=%s total_ms=%.1f first_token_ms=%s", run.status, run.shortcut or "-", total_ms, run.first_token_ms)
-    _schedule_memory(run, result)
-    return result
+    _schedule_memory(run, message_id)
 
 
-def _schedule_memory(run: ChatRun, result: ChatResult) -> None:
+def _schedule_memory(run: ChatRun, message_id: int | None) -> None:
     """After the answer: embed the exchange for recall, summarise when the history grew long."""
-    if result.message_id is None or run.status != "done":
+    if message_id is None or run.status != TraceStatus.DONE:
         return
     try:
-        if run.shortcut not in ("A", "B"):  # clarifying questions and greetings are not worth recalling
-            dispatch(tasks.remember_exchange, result.message_id)
+        if run.shortcut not in (Shortcut.A, Shortcut.B):  # clarifying questions and greetings are not worth recalling
+            dispatch(tasks.remember_exchange, message_id)
         if needs_summary(run.conversation):
             dispatch(tasks.summarise_conversation, run.conversation.pk)
     except Exception:  # the answer stands; memory catches up on the next exchange
@@ -87,84 +89,136 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
     return citations
 
 
-def _result(run: ChatRun, answer: str, citations: list[Citation], total_ms: float) -> ChatResult:
-    return ChatResult(
-        trace_id=run.trace_id,
-        session_id=run.conversation.session_id,
-        conversation_id=run.conversation.pk,
-        answer=answer,
-        status=run.status,
-        shortcut=run.shortcut or None,
-        partial=run.status != "done" and bool(run.pieces),
-        route=route_of(run) or None,
-        intents=tuple(intent.as_dict() for intent in run.intent.intents),
-        intent_method=run.intent.method,
-        tools=tuple(result.name for result in run.tool_results),
-        citations=tuple(c.as_dict() for c in citations if c.doc),
-        verification=tuple(c.as_verification() for c in citations),
-        evidence=tuple(item.as_event() for item in run.evidence),
-        stages=tuple(sorted(run.stages, key=lambda stage: _ORDER.get(stage.name, len(_ORDER)))),
-        total_ms=total_ms,
-        first_token_ms=run.first_token_ms,
-        error=run.error,
-    )
-
-
-def _store(run: ChatRun, result: ChatResult) -> int | None:
+def _store(run: ChatRun, answer: str, citations: list[Citation], total_ms: float) -> int | None:
+    verification = [c.as_verification() for c in citations]
     exchange = Exchange(
         conversation=run.conversation,
         trace_id=run.trace_id,
         question=run.message,
         query=run.rewrite.query,
-        answer=result.answer,
+        answer=answer,
         has_answer=bool(run.pieces),
-        partial=result.partial,
+        partial=_is_partial(run),
         status=run.status,
         error=run.error,
-        route=result.route or "",
-        intent=result.intent,
+        route=route_of(run),
+        intent=intent_label([intent.as_dict() for intent in run.intent.intents]),
         shortcut=run.shortcut,
-        total_ms=result.total_ms,
+        total_ms=total_ms,
         first_token_ms=run.first_token_ms,
-        citations=list(result.citations),
-        verification=list(result.verification),
-        debug=_debug(run, result),
+        citations=_shown(citations),
+        verification=verification,
+        debug=_debug(run, verification),
         spans=list(run.recorder.spans),
     )
     message = save_exchange(exchange)
     return message.pk if message else None
 
 
-def _debug(run: ChatRun, result: ChatResult) -> dict[str, Any]:
+def _is_partial(run: ChatRun) -> bool:
+    return run.status != TraceStatus.DONE and bool(run.pieces)
+
+
+def _shown(citations: list[Citation]) -> list[dict[str, Any]]:
+    """The citations that point at a source (a `[n]` past the evidence points at nothing)."""
+    return [c.as_dict() for c in citations if c.doc]
+
+
+def _debug(run: ChatRun, verification: list[dict[str, Any]]) -> dict[str, Any]:
     prompt = run.prompt
     return {
         "trace_id": run.trace_id,
-        "route": result.route,
-        "intents": list(result.intents),
-        "intent_method": result.intent_method,
+        "route": route_of(run) or None,
+        "intents": [intent.as_dict() for intent in run.intent.intents],
+        "intent_method": run.intent.method,
         "rewrite": run.rewrite.as_dict(),
-        "shortcut": result.shortcut,
+        "shortcut": run.shortcut or None,
         "evidence": [item.as_stored() for item in run.evidence],
         "tools": [r.as_event() for r in run.tool_results],
         "agent_steps": run.agent_steps,
         "prompt": {"mode": prompt.mode, "task": prompt.task, "temperature": prompt.temperature} if prompt else None,
         "provider": run.provider,
-        "verification": list(result.verification),
-        "stages": [{"name": s.name, "ms": s.ms, "status": s.status} for s in result.stages],
+        "verification": verification,
+        "stages": [{"name": s.name, "ms": s.ms, "status": s.status} for s in in_graph_order(run.stages)],
     }
 
 
-def _final_data(run: ChatRun, result: ChatResult) -> dict[str, Any]:
+def _final_data(
+    run: ChatRun, answer: str, citations: list[Citation], total_ms: float, message_id: int | None
+) -> dict[str, Any]:
     return {
         "trace_id": run.trace_id,
-        "total_ms": result.total_ms,
-        "first_token_ms": result.first_token_ms,
-        "response": result.answer,
-        "citations": list(result.citations),
-        "shortcut": result.shortcut,
-        "verification": list(result.verification),
-        "status": result.status,
-        "partial": result.partial,
-        "message_id": result.message_id,
-        "session_id": result.session_id,
+        "total_ms": total_ms,
+        "first_token_ms": run.first_token_ms,
+        "response": answer,
+        "citations": _shown(citations),
+        "shortcut": run.shortcut or None,
+        "verification": [c.as_verification() for c in citations],
+        "status": run.status,
+        "partial": _is_partial(run),
+        "message_id": message_id,
+        "session_id": run.conversation.session_id,
     }
+
+
+def in_graph_order(timings: Iterable[StageTiming]) -> list[StageTiming]:
+    return sorted(timings, key=lambda stage: _ORDER.get(stage.name, len(_ORDER)))
+
+
+# What a multi-step agent reports as it works; the result keeps them in order.
+AGENT_STEP_EVENTS = frozenset({"thinking", "round", "plan", "task", "report", "step"})
+
+
+def fold_events(events: Iterable[PipelineEvent]) -> ChatResult:
+    """Read one run's events into its ChatResult: the one shape every entry point answers with."""
+    fields: dict[str, Any] = {}
+    tokens: list[str] = []
+    stages: list[StageTiming] = []
+    tool_calls: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    for event in events:
+        data = event.data
+        if event.type == "session":
+            fields.update(session_id=data.get("session_id", ""), conversation_id=data.get("conversation_id"),
+                          trace_id=data.get("trace_id", ""))
+        elif event.type == "route":
+            fields.update(routing=dict(data), route=data.get("kb_prefix") or None)
+        elif event.type == "intent":
+            fields.update(intents=tuple(data.get("intents", ())), intent_method=data.get("method", ""))
+        elif event.type == "tool":
+            tool_calls.append(dict(data))
+        elif event.type in AGENT_STEP_EVENTS:
+            steps.append({"type": event.type, **data})
+        elif event.type == "retrieval":
+            fields["evidence"] = tuple(data.get("evidence", ()))
+        elif event.type == "stage_end":
+            stages.append(StageTiming(event.stage, event.ms, StageStatus(data["status"]), data.get("detail", "")))
+        elif event.type == "first_token":
+            fields["first_token_ms"] = event.ms
+        elif event.type == "token":
+            tokens.append(str(data.get("text", "")))
+        elif event.type in ("final", "error"):
+            fields.update(_ending(event))
+    fields.setdefault("answer", "".join(tokens))
+    return ChatResult(**fields, stages=tuple(in_graph_order(stages)), tool_calls=tuple(tool_calls),
+                      agent_steps=tuple(steps))
+
+
+def _ending(event: PipelineEvent) -> dict[str, Any]:
+    """The fields a `final` event carries; an `error` event carries them too once the run stored
+    its exchange, and only its message and code when it could not run at all."""
+    data = event.data
+    ending: dict[str, Any] = {}
+    if "response" in data:
+        ending.update(
+            answer=data["response"], citations=tuple(data.get("citations", ())),
+            verification=tuple(data.get("verification", ())),
+            shortcut=Shortcut(data["shortcut"]) if data.get("shortcut") else None,
+            trace_id=data.get("trace_id", ""), total_ms=data.get("total_ms") or 0.0,
+            partial=bool(data.get("partial")), message_id=data.get("message_id"),
+        )
+    if event.type == "final":
+        ending["status"] = TraceStatus(data.get("status", TraceStatus.DONE))
+    else:
+        ending.update(status=TraceStatus.FAILED, error=data.get("message", ""), error_code=data.get("code", "internal"))
+    return ending

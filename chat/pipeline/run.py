@@ -5,19 +5,20 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
 from agentic_rag.tracing import SpanRecorder
 from chat.events import PipelineEvent
+from chat.models import Shortcut, TraceStatus
 
 from . import stages
 from .collaborators import Cache
 from .intent import DEFAULT_INTENT, IntentResult
-from .options import StageTiming
+from .options import StageStatus, StageTiming
 from .prompt import Prompt
 from .rewrite import Rewrite, unchanged
 from .state import EvidenceItem, Turn
@@ -39,9 +40,14 @@ class Collaborators:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str = "done"  # "done" | "skipped" | "failed" | "shortcut"
+    """What a stage found. The runner applies `found` (ChatRun attributes) and sends `events`
+    once it accepts the stage, so a stage cut off at its budget changes nothing."""
+
+    status: StageStatus = StageStatus.DONE
     detail: str = ""
-    shortcut: str = ""
+    shortcut: Shortcut | str = ""
+    found: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # (type, data), sent as the stage's own
 
 
 class ChatRun:
@@ -58,7 +64,8 @@ class ChatRun:
         self.recorder = SpanRecorder(max_chars=settings.CHAT_SPAN_MAX_CHARS)
         self.history: tuple[Turn, ...] = ()
         self.memory = ""  # the summary of older turns and recalled past exchanges
-        self.rewrite: Rewrite = unchanged(self.message, "pending")
+        # Until the rewrite stage says otherwise (switched off, or never reached), the query is the message.
+        self.rewrite: Rewrite = unchanged(self.message, "off")
         self.intent: IntentResult = DEFAULT_INTENT
         self.evidence: tuple[EvidenceItem, ...] = ()
         self.tool_results: list[ToolResult] = []
@@ -66,25 +73,31 @@ class ChatRun:
         self.prompt: Prompt | None = None
         self.provider = ""
         self.reply = ""  # a shortcut's answer
-        self.shortcut = ""
+        self.shortcut: Shortcut | str = ""
         self.pieces: list[str] = []
         self.first_token_ms: float | None = None
         self.stages: list[StageTiming] = []
-        self.status = "done"  # "done" | "failed" | "cancelled"
+        self.status = TraceStatus.DONE
         self.error = ""
         self.error_code = ""
+        self.events: list[PipelineEvent] = []  # everything sent, for the run's ChatResult
         self._emit = emit
         self._cancelled = cancelled
         self._lock = threading.Lock()
         self._is_client_gone = False
 
     def emit(self, type: str, stage: str = "", ms: float = 0.0, /, **data: Any) -> None:
-        """Send an event (one at a time, whichever thread calls); a failing receiver cancels the run."""
+        """Send an event (one at a time, whichever thread calls); a failing receiver cancels the run.
+
+        The run keeps every event, sent or not, so its result is whole even when the client left.
+        """
+        event = PipelineEvent(type, stage, round(ms, 3), data)
         with self._lock:
+            self.events.append(event)
             if self._is_client_gone:
                 return
             try:
-                self._emit(PipelineEvent(type, stage, round(ms, 3), data))
+                self._emit(event)
             except Exception:
                 logger.warning("the event receiver failed; treating the client as gone", exc_info=True)
                 self._is_client_gone = True
@@ -94,7 +107,7 @@ class ChatRun:
 
     @property
     def is_stopped(self) -> bool:
-        return bool(self.shortcut) or self.status != "done"
+        return bool(self.shortcut) or self.status != TraceStatus.DONE
 
     def deliver(self, piece: str) -> None:
         """Stream one piece of the answer to the client."""

@@ -1,9 +1,10 @@
 """Run one chat request through the declared graph: events out, spans and the trace stored.
 
-Each node is a handler that calls its stage and notes what it found on the `ChatRun`. A
-node that fails degrades as its declaration says (seed 001 §10) and the run goes on; a
-failure of prompt assembly or generation ends the run with an `error` event, keeping
-what was streamed as a partial message.
+Each node is a handler that calls its stage and returns what it found; the runner applies
+it to the `ChatRun`. A node that fails, or runs over a hard budget, degrades as its
+declaration says and the run goes on: a slow model or a broken stage costs quality, not
+the answer. A failure of prompt assembly or generation ends the run with an `error`
+event, keeping what was streamed as a partial message.
 """
 
 from __future__ import annotations
@@ -12,20 +13,25 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache as django_cache
 
 from agentic_rag.llm import LLMError, LLMStreamInterrupted, get_llm
 from agentic_rag.tracing import trace_context
+from chat.models import TraceStatus
 from knowledge.retrieval import retrieve
 
 from . import stages
 from .collaborators import Cache
 from .graph import CHAT_GRAPH, Graph, Node
 from .nodes import DEGRADES, HANDLERS, POOL
-from .options import ChatRequest, ChatResult, StageTiming
-from .results import finish, route_event, route_of
+from .options import ChatRequest, ChatResult, StageStatus, StageTiming
+from .results import finish, fold_events, route_event, route_of
 from .run import ChatRun, Collaborators, Emit, Outcome
 from .store import Admitted, admit
 from .tools import ToolChannel, get_tool_channel
@@ -76,51 +82,121 @@ def run_admitted(
         # The trace keeps the decision (method, confidence, reason) as a span of its own.
         run.recorder.add("route", "stage", start_ms=run.recorder.elapsed_ms(), output=route)
         execute(run, CHAT_GRAPH)
-        if run.reply and run.status == "done":
+        if run.reply and run.status == TraceStatus.DONE:
             for piece in stages.split_reply(run.reply):
                 run.deliver(piece)
-        return finish(run)
+        finish(run)
+    return fold_events(run.events)
 
 
 def execute(run: ChatRun, graph: Graph) -> None:
     """Run the graph's steps in order; after a shortcut, failure or cancel, skip the rest."""
     for step in graph.steps():
         if not run.is_stopped and run.is_cancelled():
-            run.status = "cancelled"
+            run.status = TraceStatus.CANCELLED
         if run.is_stopped:
             for node in step:
                 _skip(run, node, _skip_reason(run))
             continue
         try:
-            outcomes = _run_parallel(run, step) if len(step) > 1 else [_run_node(run, step[0])]
+            outcomes = _run_step(run, graph, step)
         except Exception as error:
             _fail(run, error)
             continue
         run.shortcut = next((o.shortcut for o in outcomes if o.shortcut), "")
 
 
-def _run_parallel(run: ChatRun, step: tuple[Node, ...]) -> list[Outcome]:
-    futures = [POOL.submit(contextvars.copy_context().run, _run_node, run, node) for node in step]
-    return [future.result() for future in futures]
+class OverBudget(TimeoutError):
+    """A stage with a hard budget did not finish within it."""
 
 
-def _run_node(run: ChatRun, node: Node) -> Outcome:
-    """Run one node: events, a span, and its degrade path when it fails."""
-    run.emit("stage_start", node.id, label=node.label, number=node.stage)
+@dataclass(frozen=True)
+class _Attempt:
+    outcome: Outcome | None
+    error: Exception | None
+    start_ms: float
+    ms: float
+
+
+def _run_step(run: ChatRun, graph: Graph, step: tuple[Node, ...]) -> list[Outcome]:
+    """Run a step's nodes, side by side when there are several; accept each in graph order.
+
+    A node with a hard budget runs on the pool even alone, so the run can stop waiting for it.
+    """
+    for node in step:
+        if not _is_switched_off(run, node):
+            run.emit("stage_start", node.id, label=node.label, number=node.stage)
     started = time.perf_counter()
-    with run.recorder.span(node.id, "stage") as span:
-        try:
-            outcome = HANDLERS[node.id](run)
-        except Exception as error:
-            if node.id not in DEGRADES:
-                raise
-            logger.warning("stage %s failed, degrading to %s: %s", node.id, node.on_error, error, exc_info=True)
-            span.fail(error, status="degraded")
-            outcome = DEGRADES[node.id](run, error)
-        span.output = f"{outcome.status}: {outcome.detail}"
-        if span.status != "degraded":
-            span.status = {"done": "ok", "shortcut": "ok", "skipped": "skipped"}.get(outcome.status, "failed")
-    _stage_end(run, node, outcome, (time.perf_counter() - started) * 1000)
+    if len(step) == 1 and not step[0].hard_budget:
+        attempts = [_attempt(run, step[0])]
+    else:
+        futures = [POOL.submit(contextvars.copy_context().run, _attempt, run, node) for node in step]
+        attempts = [_wait(run, node, future, started) for node, future in zip(step, futures, strict=True)]
+    return [_accept(run, graph, node, attempt) for node, attempt in zip(step, attempts, strict=True)]
+
+
+def _attempt(run: ChatRun, node: Node) -> _Attempt:
+    start_ms = run.recorder.elapsed_ms()
+    if _is_switched_off(run, node):
+        outcome = Outcome(StageStatus.SKIPPED, f"switched off ({node.switch})")
+        return _Attempt(outcome, None, start_ms, 0.0)
+    try:
+        outcome, error = HANDLERS[node.id](run), None
+    except Exception as failure:
+        outcome, error = None, failure
+    return _Attempt(outcome, error, start_ms, run.recorder.elapsed_ms() - start_ms)
+
+
+def _wait(run: ChatRun, node: Node, future: Future, started: float) -> _Attempt:
+    budget_ms = stage_budget_ms(node)
+    if budget_ms is None:
+        return future.result()
+    left_s = max(0.0, budget_ms / 1000 - (time.perf_counter() - started))
+    try:
+        return future.result(timeout=left_s)
+    except FutureTimeout:
+        # The thread cannot be stopped; what it finds later is dropped, as its Outcome is never applied.
+        future.cancel()
+        start_ms = run.recorder.elapsed_ms() - budget_ms
+        return _Attempt(None, OverBudget(f"over its {budget_ms} ms budget"), start_ms, float(budget_ms))
+
+
+def stage_budget_ms(node: Node) -> int | None:
+    """The node's hard budget, as the settings may override it; None when it has none."""
+    if not node.hard_budget:
+        return None
+    return settings.CHAT_STAGE_BUDGETS_MS.get(node.id, node.budget_ms)
+
+
+def _is_switched_off(run: ChatRun, node: Node) -> bool:
+    return bool(node.switch) and not getattr(run.options, node.switch)
+
+
+def _accept(run: ChatRun, graph: Graph, node: Node, attempt: _Attempt) -> Outcome:
+    """Degrade a failed node, apply what it found, send its events, span and stage_end."""
+    outcome, error, status = attempt.outcome, attempt.error, ""
+    if error is not None:
+        if node.id not in DEGRADES:
+            run.recorder.add(node.id, "stage", start_ms=attempt.start_ms, ms=round(attempt.ms, 3), status="failed",
+                             error=f"{type(error).__name__}: {error}")
+            raise error
+        logger.warning("stage %s failed, degrading to %s: %s", node.id, node.on_error, error,
+                       exc_info=not isinstance(error, OverBudget))
+        outcome, status = DEGRADES[node.id](run, error), "degraded"
+    assert outcome is not None
+    if outcome.shortcut and not graph.has_branch(node.id, outcome.shortcut):
+        raise ValueError(f"stage {node.id} took shortcut {outcome.shortcut!r}, which the graph does not declare")
+    for name, value in outcome.found.items():
+        if not hasattr(run, name):
+            raise AttributeError(f"stage {node.id} found {name!r}, which a run does not hold")
+        setattr(run, name, value)
+    for type_, data in outcome.events:
+        run.emit(type_, node.id, **data)
+    span_status = status or {"done": "ok", "shortcut": "ok", "skipped": "skipped"}.get(outcome.status, "failed")
+    run.recorder.add(node.id, "stage", start_ms=attempt.start_ms, ms=round(attempt.ms, 3),
+                     output=f"{outcome.status}: {outcome.detail}", status=span_status,
+                     error=str(error) if error else "")
+    _stage_end(run, node, outcome, attempt.ms)
     return outcome
 
 
@@ -134,17 +210,17 @@ def _stage_end(run: ChatRun, node: Node, outcome: Outcome, ms: float) -> None:
 
 def _skip(run: ChatRun, node: Node, reason: str) -> None:
     run.recorder.add(node.id, "stage", start_ms=run.recorder.elapsed_ms(), status="skipped", output=reason)
-    _stage_end(run, node, Outcome("skipped", reason), 0.0)
+    _stage_end(run, node, Outcome(StageStatus.SKIPPED, reason), 0.0)
 
 
 def _skip_reason(run: ChatRun) -> str:
     if run.shortcut:
         return f"shortcut {run.shortcut}"
-    return "cancelled" if run.status == "cancelled" else "after a failure"
+    return "cancelled" if run.status == TraceStatus.CANCELLED else "after a failure"
 
 
 def _fail(run: ChatRun, error: Exception) -> None:
-    run.status = "failed"
+    run.status = TraceStatus.FAILED
     run.error = str(error) or type(error).__name__
     if isinstance(error, LLMStreamInterrupted):
         run.error_code = "llm_interrupted"

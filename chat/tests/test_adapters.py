@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from chat.adapters import PING, asse_stream, sse_event, sse_stream, summarise
+from chat.adapters import PING, asse_stream, collect, sse_event, sse_stream
 from chat.events import PipelineEvent
 from chat.pipeline import ChatRefused
 
@@ -131,7 +131,7 @@ async def test_it_cancels_the_async_pipeline_when_the_client_leaves():
     await asyncio.wait_for(cancelled.wait(), 2)
 
 
-def test_it_summarises_a_run_for_the_json_api():
+def test_it_reads_a_run_into_the_json_apis_result():
     events = [
         SESSION,
         PipelineEvent("route", data={"kb_prefix": "kb"}),
@@ -143,10 +143,10 @@ def test_it_summarises_a_run_for_the_json_api():
         PipelineEvent("token", data={"text": "[1]"}),
         FINAL,
     ]
-    summary = summarise(events).as_json()
+    summary = collect(events).as_json()
     assert summary["session_id"] == "s1" and summary["answer"] == "Hi [1]" and summary["trace_id"] == "t1"
     assert summary["route"] == {"kb_prefix": "kb"} and summary["intent"]["intents"][0]["name"] == "KB"
-    assert summary["stages"] == [{"name": "memory", "ms": 1.25, "status": "done"}]
+    assert summary["stages"] == [{"name": "memory", "ms": 1.25, "status": "done", "detail": ""}]
     assert summary["tools"] == [{"name": "calculator"}] and summary["first_token_ms"] == 9.0
     assert summary["error"] is None
 
@@ -157,5 +157,21 @@ def test_it_keeps_the_partial_answer_of_a_failed_run():
         PipelineEvent("token", data={"text": "Half"}),
         PipelineEvent("error", data={"message": "x", "code": "llm_timeout"}),
     ]
-    summary = summarise(events)
-    assert summary.answer == "Half" and summary.error == {"message": "x", "code": "llm_timeout"}
+    result = collect(events)
+    assert result.answer == "Half" and result.status == "failed"
+    assert result.as_json()["error"] == {"message": "x", "code": "llm_timeout"}
+
+
+def test_a_stream_that_stops_without_an_ending_is_an_error():
+    result = collect([SESSION, PipelineEvent("token", data={"text": "Hal"})])
+    assert result.answer == "Hal" and result.error_code == "incomplete"
+
+
+def test_a_run_that_raises_midway_keeps_what_it_had():
+    def events():
+        yield SESSION
+        yield PipelineEvent("token", data={"text": "Half"})
+        raise RuntimeError("boom")
+
+    result = collect(events())
+    assert result.session_id == "s1" and result.answer == "Half" and result.error_code == "internal"

@@ -17,22 +17,24 @@ def ask(*args: str) -> str:
     return out.getvalue()
 
 
-def test_it_prints_the_agreed_json_object(docs_kb):
+def test_it_prints_the_json_apis_object(docs_kb, alice, client):
     data = json.loads(ask("How does hybrid search fuse the rankings?", "--kb", "alice-kb", "--json"))
 
-    assert list(data) == ["answer", "citations", "intent", "route", "tools", "shortcut", "trace_id", "stages"]
-    assert data["intent"] == "KB" and data["route"] == "alice-kb" and data["tools"] == [] and data["shortcut"] is None
-    assert data["citations"] and all(list(c) == ["n", "doc", "chunk_id", "quote"] for c in data["citations"])
+    client.force_login(alice)
+    api = client.post("/api/chat", {"message": "How does hybrid search fuse the rankings?", "kb": "alice-kb"}).json()
+    assert list(data) == list(api)  # one result shape, whichever way the question came in
+    assert data["intent"]["intents"][0]["name"] == "KB" and data["route"]["kb_prefix"] == "alice-kb"
+    assert data["tools"] == [] and data["shortcut"] is None and data["status"] == "done" and data["error"] is None
     assert data["citations"][0]["doc"] == "hybrid.md" and data["citations"][0]["quote"] in data["answer"]
     assert [s["name"] for s in data["stages"]] == [
         "memory", "rewrite", "intent", "guide", "system", "retrieve", "prompt", "generate"]
-    assert all(list(s) == ["name", "ms", "status"] for s in data["stages"])
+    assert all(list(s) == ["name", "ms", "status", "detail"] for s in data["stages"])
 
 
 def test_it_reports_a_shortcut_in_json(docs_kb):
     data = json.loads(ask("hello", "--kb", "alice-kb", "--json"))
 
-    assert data["shortcut"] == "B" and data["intent"] == "SYSTEM" and data["citations"] == []
+    assert data["shortcut"] == "B" and data["intent"]["intents"][0]["name"] == "SYSTEM" and data["citations"] == []
 
 
 def test_it_prints_a_readable_answer_with_citations_and_timings(docs_kb):
@@ -67,7 +69,7 @@ def test_it_refuses_an_unknown_user(docs_kb):
 def test_it_answers_a_chinese_tool_question_with_the_tool_result_alone(docs_kb, question, tool, answer_part):
     data = json.loads(ask(question, "--kb", "alice-kb", "--json"))
 
-    assert data["shortcut"] is None and data["tools"] == [tool]
+    assert data["shortcut"] is None and [call["name"] for call in data["tools"]] == [tool]
     assert answer_part in data["answer"] and "没有共同的词语" not in data["answer"]
     assert data["citations"][0]["doc"] == tool and data["citations"][0]["chunk_id"] is None
     # A tool's result is labelled as one, not as sentences quoted from the sources.

@@ -238,7 +238,7 @@ def test_it_honours_the_switches_of_a_request(docs_kb, alice, extractive, events
 
     result = ask(alice, f"请问 {QUESTION}", emit=events, llm=extractive, options=options)
 
-    assert events.stage_end("rewrite") == {"status": "skipped", "detail": "query rewrite is switched off"}
+    assert events.stage_end("rewrite") == {"status": "skipped", "detail": "switched off (enable_query_rewrite)"}
     assert events.one("retrieval").data["count"] == 1
     assert result.citations == () and result.verification == ()
 

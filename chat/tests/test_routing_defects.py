@@ -253,7 +253,10 @@ def test_ask_routes_a_greeting_a_power_and_a_documented_limit(kb):
         call_command("ask", message, "--kb", "alice-kb", "--json", stdout=out)
         return json.loads(out.getvalue())
 
+    def top_intent(data: dict) -> str:
+        return data["intent"]["intents"][0]["name"]
+
     greeting, power, limit = (ask_json(m) for m in ("你好，你是谁", "2^10", "限流的 QPS 是多少？"))
-    assert greeting["shortcut"] == "B" and greeting["intent"] == "SYSTEM"
-    assert power["tools"] == ["calculator"] and "2**10 = 1024" in power["answer"]
-    assert limit["intent"] == "KB" and limit["tools"] == [] and "1000 QPS" in limit["answer"]
+    assert greeting["shortcut"] == "B" and top_intent(greeting) == "SYSTEM"
+    assert [call["name"] for call in power["tools"]] == ["calculator"] and "2**10 = 1024" in power["answer"]
+    assert top_intent(limit) == "KB" and limit["tools"] == [] and "1000 QPS" in limit["answer"]

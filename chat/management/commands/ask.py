@@ -31,7 +31,7 @@ class Command(BaseCommand):
         except ChatRefused as refused:
             raise CommandError(str(refused)) from refused
         if options["json"]:
-            self.stdout.write(json.dumps(as_json(result), ensure_ascii=False))
+            self.stdout.write(json.dumps(result.as_json(), ensure_ascii=False))
         else:
             self._print(result)
         if result.status == "failed":
@@ -53,19 +53,3 @@ class Command(BaseCommand):
             self.stdout.write(f"  {stage.name:10} {stage.ms:8.1f} ms  {stage.status:8} {stage.detail}")
         first = f"{result.first_token_ms:.1f} ms" if result.first_token_ms is not None else "-"
         self.stdout.write(f"  {'total':10} {result.total_ms:8.1f} ms  (first token {first}; session {result.session_id})")
-
-
-def as_json(result: ChatResult) -> dict:
-    """The --json object (issue 4 item 7)."""
-    return {
-        "answer": result.answer,
-        "citations": [
-            {"n": c["n"], "doc": c["doc"], "chunk_id": c["chunk_id"], "quote": c["quote"]} for c in result.citations
-        ],
-        "intent": result.intent,
-        "route": result.route,
-        "tools": list(result.tools),
-        "shortcut": result.shortcut,
-        "trace_id": result.trace_id,
-        "stages": [{"name": s.name, "ms": s.ms, "status": s.status} for s in result.stages],
-    }
