@@ -18,6 +18,13 @@ from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
 logger = logging.getLogger(__name__)
 
 
+def the_kb(kb_slug: str, kb: KnowledgeBase | None) -> KnowledgeBase:
+    """The KB the pipeline already loaded (and checked the user may read), else the slug's.
+
+    A pooled worker outlives any one version of the KB row, so it never keeps one itself."""
+    return kb if kb is not None else KnowledgeBase.objects.get(slug=kb_slug)
+
+
 def search_params(kb: KnowledgeBase, mode: str, *, top_k: int | None, rerank: bool | None) -> RetrievalParams:
     """The KB's settings in `mode`, with the request's top_k and rerank where it gave them."""
     overrides = {k: v for k, v in {"top_k": top_k, "rerank": rerank}.items() if v is not None}

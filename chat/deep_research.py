@@ -32,7 +32,7 @@ from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import ask_model, combined_result, graph_mode, search_params, worker_output
+from .agent_support import ask_model, combined_result, graph_mode, search_params, the_kb, worker_output
 from .pipeline.stages import evidence_coverage
 
 MAX_ROUNDS = 3
@@ -134,6 +134,7 @@ class DeepResearchWorker:
         query: str,
         thread_id: str = "",
         *,
+        kb: KnowledgeBase | None = None,
         retriever=None,
         top_k: int | None = None,
         rerank: bool | None = None,
@@ -141,8 +142,9 @@ class DeepResearchWorker:
         on_event: OnEvent | None = None,
         llm: Any = None,
         user: Any = None,  # who asks: only agents with memory use it
+        tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
-        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        kb = the_kb(self.kb_slug, kb)
         llm = llm if llm is not None else get_llm()
         emit = on_event or (lambda kind, data: None)
         mode = graph_mode(kb)

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from knowledge.candidates import Candidate
+from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult
 
 from .agent_support import combined_result, worker_output
@@ -38,6 +39,7 @@ class FusionAgentWorker:
         query: str,
         thread_id: str = "",
         *,
+        kb: KnowledgeBase | None = None,
         retriever=None,
         top_k: int | None = None,
         rerank: bool | None = None,
@@ -46,12 +48,14 @@ class FusionAgentWorker:
         llm: Any = None,
         user: Any = None,  # who asks: only agents with memory use it
         timeout_s: float | None = None,
+        tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
         timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
         futures = {
             name: _POOL.submit(
                 factory(self.kb_slug).retrieve_with_trace, query, thread_id,
-                retriever=retriever, top_k=top_k, rerank=rerank, on_event=on_event, llm=llm, user=user,
+                kb=kb, retriever=retriever, top_k=top_k, rerank=rerank, on_event=on_event, llm=llm, user=user,
+                tools=tools,
             )
             for name, factory in self.members.items()
         }

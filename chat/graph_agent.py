@@ -19,7 +19,7 @@ from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 from knowledge.search import get_backend
 
-from .agent_support import search_params, worker_output
+from .agent_support import search_params, the_kb, worker_output
 from .routing_kb import graph_question
 
 GRAPH_ITEMS = 3  # graph evidence ahead of the chunks; the rest of top_k stays retrieval's
@@ -35,6 +35,7 @@ class GraphAgentWorker:
         query: str,
         thread_id: str = "",
         *,
+        kb: KnowledgeBase | None = None,
         retriever=None,
         top_k: int | None = None,
         rerank: bool | None = None,
@@ -42,8 +43,9 @@ class GraphAgentWorker:
         on_event=None,  # one search: nothing to report
         llm: Any = None,
         user: Any = None,  # who asks: only agents with memory use it
+        tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
-        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        kb = the_kb(self.kb_slug, kb)
         params = search_params(kb, "hybrid+graph", top_k=top_k, rerank=rerank)
         result = (retriever or retrieve)(query, kb, params)
         if graph_index(kb) is None:

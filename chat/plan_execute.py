@@ -31,7 +31,7 @@ from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import ask_model, combined_result, graph_mode, search_params, worker_output
+from .agent_support import ask_model, combined_result, graph_mode, search_params, the_kb, worker_output
 from .deep_research import SubQuestion, interleave, rule_decompose
 from .pipeline.stages import evidence_coverage
 
@@ -192,6 +192,7 @@ class PlanExecuteWorker:
         query: str,
         thread_id: str = "",
         *,
+        kb: KnowledgeBase | None = None,
         retriever=None,
         top_k: int | None = None,
         rerank: bool | None = None,
@@ -200,8 +201,9 @@ class PlanExecuteWorker:
         llm: Any = None,
         user: Any = None,  # who asks: only agents with memory use it
         task_timeout_s: float = TASK_TIMEOUT_S,
+        tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
-        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        kb = the_kb(self.kb_slug, kb)
         llm = llm if llm is not None else get_llm()
         emit = on_event or (lambda kind, data: None)
         plan = model_plan(query, llm) or rule_plan(query)

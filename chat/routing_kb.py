@@ -59,7 +59,8 @@ class RouteDecision:
     confidence: float
     method: str  # "requested" | "auto" | "disabled" | "none"
     reason: str
-    worker_name: str
+    worker_name: str  # `{kb}:{agent_type}:{mode}`, shown in the route event and the trace
+    agent_type: str = DEFAULT_AGENT  # the worker type the message goes to
 
     @property
     def is_general(self) -> bool:
@@ -274,4 +275,5 @@ def _embed(message: str, name: str, embedder_for: EmbedderFor) -> np.ndarray | N
 
 def _decision(requested, routed, kb_prefix, confidence, method, reason, agent_type) -> RouteDecision:
     worker = format_worker_name(kb_prefix, agent_type)
-    return RouteDecision(requested, routed, kb_prefix, float(confidence), method, reason, worker)
+    chosen = (agent_type or "").strip() or DEFAULT_AGENT
+    return RouteDecision(requested, routed, kb_prefix, float(confidence), method, reason, worker, chosen)

@@ -1,8 +1,9 @@
-"""Retrieve-only workers, their pool and the fan-out of a plan (seed 003 §2.6).
+"""Retrieve-only workers, their pool and the fan-out of a plan.
 
 A worker only retrieves: `retrieve_with_trace` returns context, results and references,
-and the pipeline generates the answer once. Workers live in one pool keyed
-`kb:type:mode`, so their number grows with KBs and types, never with sessions.
+and the pipeline generates the answer once, so every agent's answer is cited and checked
+the same way. Workers live in one pool keyed `kb:type:mode`, so their number grows with
+KBs and types, never with sessions.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import search_params, worker_output
+from .agent_support import search_params, the_kb, worker_output
 from .deep_research import DeepResearchWorker
 from .fusion_agent import FusionAgentWorker
 from .graph_agent import GraphAgentWorker
@@ -54,6 +54,7 @@ class RetrieveOnlyWorker:
         query: str,
         thread_id: str = "",
         *,
+        kb: KnowledgeBase | None = None,
         retriever: Retriever | None = None,
         top_k: int | None = None,
         rerank: bool | None = None,
@@ -61,10 +62,10 @@ class RetrieveOnlyWorker:
         on_event: Callable[[str, dict[str, Any]], None] | None = None,  # one search: nothing to report
         llm: Any = None,
         user: Any = None,  # who asks: only agents with memory use it
+        tools: Any = None,  # the tool channel: only agents that call tools use it
     ) -> dict[str, Any]:
         """Retrieve for `query`; thread_id is only logged (workers keep no session state)."""
-        # Loaded per call: the pooled worker outlives any one version of the KB row.
-        kb = KnowledgeBase.objects.get(slug=self.kb_slug)
+        kb = the_kb(self.kb_slug, kb)
         params = search_params(kb, mode or self.search_mode, top_k=top_k, rerank=rerank)
         logger.debug("worker %s:%s thread=%s", self.kb_slug, self.search_mode, thread_id)
         return worker_output((retriever or retrieve)(query, kb, params))
@@ -84,6 +85,8 @@ WORKER_TYPES: dict[str, Callable[[str], RetrievalWorker]] = {
     "fusion_agent": lambda kb: FusionAgentWorker(kb, {name: WORKER_TYPES[name] for name in FUSION_MEMBERS}),
 }
 AGENT_TYPES: tuple[str, ...] = ("auto", *WORKER_TYPES)
+# Agents that choose and call the chat's tools themselves, so the pipeline does not call them too.
+TOOL_CALLING_AGENTS = frozenset({"react_agent"})
 
 
 class WorkerPool:
@@ -95,13 +98,17 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def get(self, worker_name: str) -> RetrievalWorker:
+        """The resident worker for `{kb}:{agent_type}:{mode}`, made on first use."""
         spec = parse_worker_name(worker_name)
-        if spec.agent_type not in self.registry:
-            raise UnknownWorker(f"no worker type '{spec.agent_type}'")
-        key = format_worker_name(spec.kb_prefix, spec.agent_type, spec.agent_mode)
+        return self.worker(spec.kb_prefix, spec.agent_type)
+
+    def worker(self, kb_slug: str, agent_type: str) -> RetrievalWorker:
+        if agent_type not in self.registry:
+            raise UnknownWorker(f"no worker type '{agent_type}'")
+        key = format_worker_name(kb_slug, agent_type)
         with self._lock:
             if key not in self._workers:
-                self._workers[key] = self.registry[spec.agent_type](spec.kb_prefix)
+                self._workers[key] = self.registry[agent_type](kb_slug)
             return self._workers[key]
 
     def keys(self) -> list[str]:
@@ -131,11 +138,10 @@ class RagRunSpec:
 
 @dataclass
 class FanOut:
-    """What a plan's workers found, merged: each chunk once, in plan order."""
+    """What a plan's workers returned, in plan order; the pipeline merges it once."""
 
-    references: list[Candidate] = field(default_factory=list)
     results: list[RetrievalResult] = field(default_factory=list)
-    context: str = ""
+    tool_results: list[Any] = field(default_factory=list)  # the tool calls an agent made (ToolResult)
     errors: list[str] = field(default_factory=list)  # "worker: why" for each that failed or timed out
 
 
@@ -155,15 +161,17 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagR
 def run_plan(
     plan: Sequence[RagRunSpec],
     *,
+    kb: KnowledgeBase,
     thread_id: str = "",
     pool: WorkerPool = WORKERS,
     timeout_s: float | None = None,
     **overrides: Any,
 ) -> FanOut:
-    """Run the plan's workers side by side (one alone runs inline), each within the timeout."""
+    """Run the plan's workers over `kb` side by side (one alone runs inline), each within the timeout."""
     timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
+    overrides = {**overrides, "kb": kb}
     if len(plan) == 1:
-        return merge([(plan[0], _run_spec(pool, plan[0], thread_id, overrides), "")])
+        return _gather([(_run_spec(pool, plan[0], thread_id, overrides), "")])
     futures = [
         _FANOUT.submit(contextvars.copy_context().run, _run_spec, pool, spec, thread_id, overrides) for spec in plan
     ]
@@ -172,34 +180,26 @@ def run_plan(
     for spec, future in zip(plan, futures, strict=True):
         if not future.done():
             future.cancel()
-            outcomes.append((spec, [], f"{spec.worker_name}: timed out after {timeout:g}s"))
+            outcomes.append(([], f"{spec.worker_name}: timed out after {timeout:g}s"))
         elif future.exception() is not None:
-            outcomes.append((spec, [], f"{spec.worker_name}: {future.exception()}"))
+            outcomes.append(([], f"{spec.worker_name}: {future.exception()}"))
         else:
-            outcomes.append((spec, future.result(), ""))
-    return merge(outcomes)
+            outcomes.append((future.result(), ""))
+    return _gather(outcomes)
 
 
 def _run_spec(pool: WorkerPool, spec: RagRunSpec, thread_id: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-    worker = pool.get(spec.worker_name)
+    worker = pool.worker(spec.kb_slug, spec.agent_type)
     return [worker.retrieve_with_trace(query, thread_id, **overrides) for query in spec.queries]
 
 
-def merge(outcomes: Sequence[tuple[RagRunSpec, list[dict[str, Any]], str]]) -> FanOut:
-    """Merge the workers' outputs, dropping repeated chunks."""
-    merged = FanOut()
-    seen: set[int] = set()
-    contexts = []
-    for _, outputs, error in outcomes:
+def _gather(outcomes: Sequence[tuple[list[dict[str, Any]], str]]) -> FanOut:
+    """The workers' outputs side by side, in plan order: `collect_search` merges their references."""
+    gathered = FanOut()
+    for outputs, error in outcomes:
         if error:
-            merged.errors.append(error)
+            gathered.errors.append(error)
         for output in outputs:
-            merged.results.extend(output["retrieval_results"])
-            if output["context"]:
-                contexts.append(output["context"])
-            for reference in output["reference"]:
-                if reference.chunk_id not in seen:
-                    seen.add(reference.chunk_id)
-                    merged.references.append(reference)
-    merged.context = "\n\n".join(contexts)
-    return merged
+            gathered.results.extend(output["retrieval_results"])
+            gathered.tool_results.extend(output.get("tool_results", ()))
+    return gathered

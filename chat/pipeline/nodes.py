@@ -19,8 +19,7 @@ from django.conf import settings
 from agentic_rag.llm import ModelRouter
 from chat import memory
 from chat.models import Shortcut, TraceStatus
-from chat.routing_kb import parse_worker_name
-from chat.workers import plan_for, run_plan
+from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 from knowledge.models import AnswerMode
@@ -34,7 +33,7 @@ from .rewrite import rewrite_query, unchanged
 from .run import ChatRun, Outcome
 from .state import EvidenceItem, Turn
 from .store import load_turns
-from .tools import ToolContext, ToolResult
+from .tools import AgentTools, ToolContext, ToolResult, run_calls
 
 logger = logging.getLogger("chat.pipeline")
 
@@ -111,11 +110,14 @@ def _system(run: ChatRun) -> Outcome:
 
 def _retrieve(run: ChatRun) -> Outcome:
     c = run.collaborators
-    calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools else []
+    plan = _plan(run)
+    # An agent that calls tools itself (ReAct) decides which; the pipeline does not call them too.
+    agent_calls_tools = any(spec.agent_type in TOOL_CALLING_AGENTS for spec in plan)
+    calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools and not agent_calls_tools else []
     ctx = contextvars.copy_context()
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
-    search = _search(run) if run.kb is not None and (run.intent.wants_kb or not calls) else stages.KbSearch()
-    tool_results = pending.result() if pending else []
+    search = _search(run, plan) if plan and (run.intent.wants_kb or not calls) else stages.KbSearch()
+    tool_results = [*(pending.result() if pending else []), *search.tool_results]
     _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
@@ -156,36 +158,45 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
         search.reason = stages.WEAK_EVIDENCE
 
 
-def _search(run: ChatRun) -> stages.KbSearch:
-    """Search the KB; a failing search is empty (seed 001 §10), its span says why."""
-    queries = run.rewrite.queries or (run.message,)
-    with run.recorder.span("kb", "retrieval", input=list(queries)) as span:
+def _plan(run: ChatRun) -> list[RagRunSpec]:
+    """The workers that search the KB for this message (none without a KB)."""
+    if run.kb is None:
+        return []
+    options = run.options
+    # "auto" runs the worker the route chose for the message (graph_agent for how things relate).
+    routed = run.admitted.route
+    agent_type = routed.agent_type if routed and options.agent_type == "auto" else options.agent_type
+    return plan_for(run.kb.slug, agent_type, run.rewrite.queries or (run.message,))
+
+
+def _search(run: ChatRun, plan: list[RagRunSpec]) -> stages.KbSearch:
+    """Search the KB; a failing search is empty (the chat answers "not found"), its span says why."""
+    with run.recorder.span("kb", "retrieval", input=[q for spec in plan for q in spec.queries]) as span:
         try:
-            search = _run_workers(run, queries)
+            search = _run_workers(run, plan)
         except Exception as error:
             logger.warning("KB search failed, continuing without evidence: %s", error, exc_info=True)
             span.fail(error)
             return stages.KbSearch(reason=SEARCH_FAILED)
         span.output = f"{len(search.references)} references; {search.reason}".rstrip("; ")
     _record_retrieval_spans(run, span.start_ms, search)
+    _record_tool_spans(run, search.tool_results)
     return search
 
 
-def _run_workers(run: ChatRun, queries: tuple[str, ...]) -> stages.KbSearch:
-    """Fan the plan's retrieve-only workers out over the queries; merge what they found."""
+def _run_workers(run: ChatRun, plan: list[RagRunSpec]) -> stages.KbSearch:
+    """Fan the plan's retrieve-only workers out; merge what they found, once."""
     options = run.options
-    # "auto" runs the worker the route chose for the message (graph_agent for how things relate).
-    routed = run.admitted.route
-    agent_type = parse_worker_name(routed.worker_name).agent_type if routed and options.agent_type == "auto" else options.agent_type
-    plan = plan_for(run.kb.slug, agent_type, queries)
     # "auto" searches as the request or the KB's settings say; a chosen worker keeps its own mode.
     mode = stages.retrieval_params(run.kb, options).mode if options.agent_type == "auto" else None
     fanout = run_plan(
-        plan, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
+        plan, kb=run.kb, thread_id=run.conversation.session_id, retriever=run.collaborators.retriever,
         top_k=options.top_k, rerank=options.enable_rerank, mode=mode,
         on_event=_worker_events(run), llm=run.collaborators.llm, user=run.conversation.user,
+        tools=AgentTools(run.collaborators.tools, run.intent.tools),
     )
     search = stages.collect_search(fanout.results)
+    search.tool_results = fanout.tool_results
     search.warnings.extend(fanout.errors)
     return search
 
@@ -219,13 +230,16 @@ def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSear
 
 def _call_tools(run: ChatRun, calls: list) -> list[ToolResult]:
     context = ToolContext(user=run.conversation.user, kb=run.kb)
-    timeout_s = settings.CHAT_TOOL_TIMEOUT_S
-    results = stages.run_tool_calls(calls, run.collaborators.tools, context, timeout_s=timeout_s)
+    results = run_calls(run.collaborators.tools, calls, context, timeout_s=settings.CHAT_TOOL_TIMEOUT_S)
+    _record_tool_spans(run, results)
+    return results
+
+
+def _record_tool_spans(run: ChatRun, results: list[ToolResult]) -> None:
     for result in results:
         start = run.recorder.elapsed_ms() - result.ms
         run.recorder.add(f"tool.{result.name}", "tool", start_ms=start, ms=result.ms, input=result.parameters,
                          output=result.output, status="ok" if result.ok else "failed", error=result.error)
-    return results
 
 
 def _evidence_events(

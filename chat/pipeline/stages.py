@@ -20,7 +20,7 @@ from .intent import Intent, IntentResult
 from .options import ChatOptions
 from .prompt import Prompt
 from .state import EvidenceItem, Turn
-from .tools import ToolCall, ToolChannel, ToolContext, ToolResult, run_calls
+from .tools import ToolResult
 
 Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
 
@@ -78,6 +78,7 @@ class KbSearch:
     results: list[RetrievalResult] = field(default_factory=list)
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)  # the tools an agent called while searching
 
     @property
     def is_rerank_degraded(self) -> bool:
@@ -139,13 +140,6 @@ def evidence_coverage(
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:
     """How many references reach the prompt: rerank_top_k of them after a rerank."""
     return min(options.top_k, options.rerank_top_k) if rerank else options.top_k
-
-
-def run_tool_calls(
-    calls: Sequence[ToolCall], channel: ToolChannel, context: ToolContext | None = None, *, timeout_s: float = 5.0
-) -> list[ToolResult]:
-    """Run the calls side by side, each within `timeout_s`."""
-    return run_calls(channel, calls, context, timeout_s=timeout_s)
 
 
 def chunk_urls(kb_slug: str) -> Callable[[Candidate], str]:

@@ -127,6 +127,16 @@ def run_calls(
     return results
 
 
+@dataclass(frozen=True)
+class AgentTools:
+    """The chat's tools as an agent gets them: the channel, and the tools the intent stage
+    found the question asking for (an agent without a model calls only those; their rules
+    alone match too much, "which broker …" reads as a time zone to the datetime tool)."""
+
+    channel: ToolChannel
+    suggested: tuple[str, ...] = ()
+
+
 _registry = ToolRegistry()
 
 
