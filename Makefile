@@ -53,7 +53,7 @@ worker: $(VENV)/.installed
 # The Chinese interface: extract the English messages into locale/zh_Hans's .po, translate
 # the new entries there, then compile. The .mo is committed, so setup needs no gettext.
 messages: $(VENV)/.installed
-	$(PY) manage.py makemessages --locale zh_Hans --no-location --no-obsolete --ignore 'var/*' --ignore 'artifacts/*'
+	$(PY) manage.py makemessages --no-wrap --locale zh_Hans --no-location --no-obsolete --ignore 'var/*' --ignore 'artifacts/*'
 	$(PY) manage.py compilemessages --locale zh_Hans --ignore '.venv'
 
 clean:

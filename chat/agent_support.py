@@ -36,13 +36,17 @@ def graph_mode(kb: KnowledgeBase) -> str:
     return "hybrid+graph" if graph_index(kb) is not None else "hybrid"
 
 
-def worker_output(result: RetrievalResult) -> dict[str, Any]:
-    """The one shape every worker returns: {context, retrieval_results, reference}."""
+def worker_output(result: RetrievalResult, *, incomplete: str = "") -> dict[str, Any]:
+    """The one shape every worker returns: {context, retrieval_results, reference, incomplete}.
+
+    `incomplete` says why an agent stopped before it had what the question needs (its cap,
+    a failed task, a sub-question still open): the answer is then stored as partial."""
     references = result.references
     return {
         "context": "\n\n".join(candidate.text for candidate in references),
         "retrieval_results": [result],
         "reference": references,
+        "incomplete": incomplete,
     }
 
 

@@ -191,7 +191,8 @@ class DeepResearchWorker:
         open_subs = [s.text for s in subs if not s.answered]
         warnings = [f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}"] if open_subs else []
         return worker_output(
-            combined_result(query, "deep_research", results, references, warnings=warnings, parts=[s.text for s in subs])
+            combined_result(query, "deep_research", results, references, warnings=warnings, parts=[s.text for s in subs]),
+            incomplete="; ".join(warnings),
         )
 
 

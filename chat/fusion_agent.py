@@ -63,6 +63,7 @@ class FusionAgentWorker:
         found: dict[str, list[Candidate]] = {}
         results: list[RetrievalResult] = []
         warnings: list[str] = []
+        unfinished: list[str] = []
         for name, future in futures.items():
             if not future.done():
                 future.cancel()
@@ -73,12 +74,15 @@ class FusionAgentWorker:
                 output = future.result()
                 found[name] = list(output["reference"])
                 results.extend(output["retrieval_results"])
+                if output.get("incomplete"):
+                    unfinished.append(f"{name}: {output['incomplete']}")
         limit = top_k or max((len(refs) for refs in found.values()), default=0)
         references = merge_by_rank(found)[:limit]
         if on_event:
             on_event("thinking", {"text": "fused " + ", ".join(f"{n} ({len(r)})" for n, r in found.items())})
         parts = [part for result in results for part in result.parts]
-        return worker_output(combined_result(query, "fusion", results, references, warnings=warnings, parts=parts))
+        return worker_output(combined_result(query, "fusion", results, references, warnings=warnings, parts=parts),
+                             incomplete="; ".join([*warnings, *unfinished]))
 
 
 def merge_by_rank(found: Mapping[str, list[Candidate]]) -> list[Candidate]:

@@ -217,9 +217,10 @@ class PlanExecuteWorker:
         references, warnings = report(query, plan, runs, limit=tools["kb_search"].top_k)
         emit("report", {"warnings": warnings, "references": len(references)})
         searches = [run.result for run in runs if run.result is not None]
+        unfinished = [*plan.issues, *(f"task {r.task.task_id} {r.status}: {r.error}" for r in runs if r.status != "done")]
         return worker_output(combined_result(
             query, "plan_execute", searches, references, warnings=warnings, parts=[run.task.query for run in runs]
-        ))
+        ), incomplete="; ".join(unfinished))
 
 
 def execute(plan: PlanSpec, search: Callable[[Task], RetrievalResult], *, emit: OnEvent, timeout_s: float) -> list[TaskRun]:

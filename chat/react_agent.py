@@ -55,6 +55,7 @@ class Scratchpad:
     graded: float | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)  # what the chat tools' rules ask of the question
     tool_results: list[ToolResult] = field(default_factory=list)
+    stopped: str = ""  # why the loop ended before it chose to finish
 
     def add(self, found: list[Candidate]) -> int:
         known = {c.chunk_id for c in self.evidence}
@@ -165,15 +166,18 @@ class ReactWorker:
                 break
             # A repeat: the same call while the evidence has not changed since.
             if any(s["action"] == action and s["input"] == text and s["evidence"] == len(pad.evidence) for s in pad.steps):
-                pad.warnings.append(f"stopped: {action}({text}) was already done")
+                pad.stopped = f"stopped: {action}({text}) was already done"
+                pad.warnings.append(pad.stopped)
                 self._record(pad, emit, thought, action, text, "repeated: stopped")
                 break
             if action not in TOOLS and action not in chat_tools:
-                pad.warnings.append(f"stopped: unknown tool '{action}'")
+                pad.stopped = f"stopped: unknown tool '{action}'"
+                pad.warnings.append(pad.stopped)
                 self._record(pad, emit, thought, action, text, "unknown tool: stopped")
                 break
             if calls == max_calls:
-                pad.warnings.append(f"stopped after {max_calls} tool calls")
+                pad.stopped = f"stopped after {max_calls} tool calls"
+                pad.warnings.append(pad.stopped)
                 self._record(pad, emit, thought, action, text, "over the cap: stopped")
                 break
             calls += 1
@@ -187,7 +191,7 @@ class ReactWorker:
         references = pad.evidence[: params["vector_retrieve"].top_k]
         output = worker_output(combined_result(
             query, "react", pad.results, references, warnings=pad.warnings, parts=[query, *pad.variants]
-        ))
+        ), incomplete=pad.stopped)
         return {**output, "tool_results": pad.tool_results}
 
     def _act(self, action, text, pad: Scratchpad, kb, params, search, user) -> str:

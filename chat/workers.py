@@ -143,6 +143,7 @@ class FanOut:
     results: list[RetrievalResult] = field(default_factory=list)
     tool_results: list[Any] = field(default_factory=list)  # the tool calls an agent made (ToolResult)
     errors: list[str] = field(default_factory=list)  # "worker: why" for each that failed or timed out
+    incomplete: list[str] = field(default_factory=list)  # why workers stopped short, failures included
 
 
 def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagRunSpec]:
@@ -199,7 +200,10 @@ def _gather(outcomes: Sequence[tuple[list[dict[str, Any]], str]]) -> FanOut:
     for outputs, error in outcomes:
         if error:
             gathered.errors.append(error)
+            gathered.incomplete.append(error)
         for output in outputs:
             gathered.results.extend(output["retrieval_results"])
             gathered.tool_results.extend(output.get("tool_results", ()))
+            if output.get("incomplete"):
+                gathered.incomplete.append(output["incomplete"])
     return gathered

@@ -122,7 +122,8 @@ def _retrieve(run: ChatRun) -> Outcome:
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
     evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))
-    found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence}
+    found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence,
+                             "incomplete": "; ".join(search.incomplete), "search_warnings": search.warnings}
     events = _evidence_events(tool_results, evidence, search.reason)
     status = StageStatus.FAILED if search.reason == SEARCH_FAILED else StageStatus.DONE
     if run.kb is None and not tool_results and getattr(c.llm, "has_model", False):
@@ -197,6 +198,7 @@ def _run_workers(run: ChatRun, plan: list[RagRunSpec]) -> stages.KbSearch:
     )
     search = stages.collect_search(fanout.results)
     search.tool_results = fanout.tool_results
+    search.incomplete = fanout.incomplete
     search.warnings.extend(fanout.errors)
     return search
 

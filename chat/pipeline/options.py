@@ -89,6 +89,7 @@ class ChatResult:
     status: TraceStatus = TraceStatus.DONE
     shortcut: Shortcut | None = None
     partial: bool = False
+    incomplete: str = ""  # why an agent stopped short of what the question needs
     route: str | None = None  # the slug of the KB searched
     routing: dict[str, Any] = field(default_factory=dict)  # how, how surely and why it was chosen
     intents: tuple[dict[str, Any], ...] = ()
@@ -127,6 +128,7 @@ class ChatResult:
             "trace_id": self.trace_id or None,
             "status": self.status,
             "partial": self.partial,
+            "incomplete": self.incomplete,
             "answer": self.answer,
             "citations": list(self.citations),
             "verification": list(self.verification),

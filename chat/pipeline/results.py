@@ -116,7 +116,9 @@ def _store(run: ChatRun, answer: str, citations: list[Citation], total_ms: float
 
 
 def _is_partial(run: ChatRun) -> bool:
-    return run.status != TraceStatus.DONE and bool(run.pieces)
+    """Cut short: the stream stopped before the answer ended, or an agent stopped at a cap."""
+    stopped_short = bool(run.incomplete) and not run.shortcut  # "not found" is a whole answer
+    return bool(run.pieces) and (run.status != TraceStatus.DONE or stopped_short)
 
 
 def _shown(citations: list[Citation]) -> list[dict[str, Any]]:
@@ -136,6 +138,8 @@ def _debug(run: ChatRun, verification: list[dict[str, Any]]) -> dict[str, Any]:
         "evidence": [item.as_stored() for item in run.evidence],
         "tools": [r.as_event() for r in run.tool_results],
         "agent_steps": run.agent_steps,
+        "incomplete": run.incomplete,
+        "warnings": run.search_warnings,
         "prompt": {"mode": prompt.mode, "task": prompt.task, "temperature": prompt.temperature} if prompt else None,
         "provider": run.provider,
         "verification": verification,
@@ -156,6 +160,7 @@ def _final_data(
         "verification": [c.as_verification() for c in citations],
         "status": run.status,
         "partial": _is_partial(run),
+        "incomplete": run.incomplete,
         "message_id": message_id,
         "session_id": run.conversation.session_id,
     }
@@ -215,7 +220,8 @@ def _ending(event: PipelineEvent) -> dict[str, Any]:
             verification=tuple(data.get("verification", ())),
             shortcut=Shortcut(data["shortcut"]) if data.get("shortcut") else None,
             trace_id=data.get("trace_id", ""), total_ms=data.get("total_ms") or 0.0,
-            partial=bool(data.get("partial")), message_id=data.get("message_id"),
+            partial=bool(data.get("partial")), incomplete=data.get("incomplete", ""),
+            message_id=data.get("message_id"),
         )
     if event.type == "final":
         ending["status"] = TraceStatus(data.get("status", TraceStatus.DONE))

@@ -70,6 +70,8 @@ class ChatRun:
         self.evidence: tuple[EvidenceItem, ...] = ()
         self.tool_results: list[ToolResult] = []
         self.agent_steps: list[dict[str, Any]] = []  # what a multi-step worker reported, in order
+        self.incomplete = ""  # why an agent stopped short: the answer is stored as partial
+        self.search_warnings: list[str] = []
         self.prompt: Prompt | None = None
         self.provider = ""
         self.reply = ""  # a shortcut's answer

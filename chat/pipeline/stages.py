@@ -79,6 +79,7 @@ class KbSearch:
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)  # the tools an agent called while searching
+    incomplete: list[str] = field(default_factory=list)  # why an agent stopped short
 
     @property
     def is_rerank_degraded(self) -> bool:

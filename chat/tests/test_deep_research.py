@@ -186,3 +186,21 @@ def test_a_model_that_never_says_sufficient_is_stopped_after_three_rounds(kb, fa
     assert len(rounds) == MAX_ROUNDS and rounds[1]["queries"] == ["Celery message broker"]
     assert output["reference"]  # what was found is still used
     assert any("does not cover" in w for w in output["retrieval_results"][0].warnings)
+    assert output["incomplete"].startswith("after 3 round(s) the evidence does not cover")
+
+
+def test_an_agent_stopped_at_its_cap_leaves_a_stored_answer_flagged_partial(docs_kb, alice, fake_server, events):
+    from agentic_rag.llm.testing import FakeReply
+    from chat.models import Message
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    # The model never says the evidence is enough: deep research stops after its last round.
+    fake_server.default = FakeReply(text='{"sufficient": false, "open": [0], "follow_up_queries": {"0": ["fuse"]}}')
+    options = ChatOptions(kb_slug="alice-kb", agent_type="deep_research_agent")
+    result = run_chat(ChatRequest(alice, None, "How does hybrid search fuse the rankings?", options), emit=events,
+                      llm=model_router(fake_server))
+
+    assert result.status == "done" and result.partial and "does not cover" in result.incomplete
+    message = Message.objects.get(pk=result.message_id)
+    assert message.partial and message.debug["incomplete"] == result.incomplete
+    assert events.one("final").data["partial"] is True

@@ -114,7 +114,7 @@ def test_a_plan_runs_against_the_kb_and_reaches_both_sides(kb):
 
     assert [k for k, _ in events][0] == "plan" and events[-1][0] == "report"
     assert {"ops.md", "graph.md"} <= {c.doc_name for c in output["reference"]}
-    assert output["retrieval_results"][0].mode == "plan_execute"
+    assert output["retrieval_results"][0].mode == "plan_execute" and output["incomplete"] == ""
 
 
 def test_the_models_plan_is_used_and_a_bad_one_falls_back_to_the_rules(kb, fake_server):
@@ -131,6 +131,7 @@ def test_the_models_plan_is_used_and_a_bad_one_falls_back_to_the_rules(kb, fake_
     assert shown["planner"] == "model" and shown["status"] == "issues"
     assert any("unknown tool 'teleport'" in w for w in output["retrieval_results"][0].warnings)
     assert "ops.md" in {c.doc_name for c in output["reference"]}
+    assert "unknown tool 'teleport'" in output["incomplete"]
 
     server.reply("no plan today")
     events.clear()
@@ -149,3 +150,13 @@ def test_the_chat_shows_the_plan_its_tasks_and_the_report(alice, kb, extractive)
     types = events.types()
     assert types.index("plan") < types.index("task") < types.index("report") < types.index("retrieval")
     assert {"ops.md", "graph.md"} <= {item["doc"] for item in events.one("retrieval").data["evidence"]}
+
+
+def test_a_whole_answer_is_not_flagged(docs_kb, alice, extractive, events):
+    from chat.pipeline import ChatOptions, ChatRequest, run_chat
+
+    options = ChatOptions(kb_slug="alice-kb", agent_type="plan_execute_agent")
+    result = run_chat(ChatRequest(alice, None, "How does hybrid search fuse the rankings?", options), emit=events,
+                      llm=extractive)
+
+    assert result.status == "done" and not result.partial and result.incomplete == ""

@@ -61,6 +61,7 @@ def test_a_model_that_repeats_itself_or_names_an_unknown_tool_is_stopped(kb, fak
     assert [s["action"] for s in steps_of(events)] == ["vector_retrieve", "vector_retrieve"]
     assert steps_of(events)[-1]["observation"] == "repeated: stopped"
     assert output["reference"] and any("already done" in w for w in output["retrieval_results"][0].warnings)
+    assert output["incomplete"] == "stopped: vector_retrieve(Celery broker) was already done"
 
     server.default = FakeReply(text=json.dumps({"thought": "hmm", "action": "launch_rockets", "input": "now"}))
     events.clear()
@@ -72,6 +73,7 @@ def test_a_model_that_repeats_itself_or_names_an_unknown_tool_is_stopped(kb, fak
     output = ReactWorker(kb.slug).retrieve_with_trace("Which broker does Celery use?", llm=llm, on_event=lambda k, d: events.append((k, d)))
     assert steps_of(events)[0]["action"] == "vector_retrieve"  # the rules went on
     assert any("no usable action" in w for w in output["retrieval_results"][0].warnings)
+    assert output["incomplete"] == ""  # the rules took over and finished: nothing was cut short
 
 
 def test_the_chat_shows_each_step_and_cites_what_it_found(alice, kb, extractive):

@@ -104,3 +104,4 @@ def test_a_client_that_leaves_still_gets_a_whole_result(docs_kb, alice, extracti
 
     # The run stops streaming to it, but keeps every event for the stored exchange and the result.
     assert result.trace_id and result.message_id is not None and result.status == "cancelled"
+

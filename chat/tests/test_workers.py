@@ -110,7 +110,7 @@ def test_the_naive_worker_retrieves_with_the_vector_leg_only(kb):
     worker = WORKER_TYPES["naive_rag_agent"](kb.slug)
     output = worker.retrieve_with_trace("circuit breaker", "session-1", retriever=retriever)
     assert seen == ["vector"]
-    assert set(output) == {"context", "retrieval_results", "reference"}
+    assert set(output) == {"context", "retrieval_results", "reference", "incomplete"} and output["incomplete"] == ""
 
 
 @pytest.mark.django_db
