@@ -1,4 +1,4 @@
-"""Rate limits of the chat entry points (seed 000 §5.3), kept in Django's cache.
+"""Rate limits of the chat entry points, kept in Django's cache.
 
 Three levels, checked global → user → session; any of them refuses:
 

@@ -193,8 +193,8 @@ UPGRADE_LOCK_S = envint("UPGRADE_LOCK_S", "300")
 # "auto": a language model extracts when one is configured, else the rules; "rules"; "llm".
 GRAPH_EXTRACTOR = os.getenv("GRAPH_EXTRACTOR", "auto")
 GRAPH_LLM_TIMEOUT_S = float(os.getenv("GRAPH_LLM_TIMEOUT_S", "30"))
-# "louvain" (default: higher modularity and far faster than greedy on every graph measured,
-# docs/05-graphrag.md §4.1) or "greedy" (networkx greedy modularity).
+# "louvain" (default: higher modularity and far faster than greedy on every graph measured)
+# or "greedy" (networkx greedy modularity).
 GRAPH_COMMUNITY_METHOD = os.getenv("GRAPH_COMMUNITY_METHOD", "louvain")
 # "celery" sends tasks to the broker, "thread" runs them in-process in the background,
 # "inline" runs them at once in the caller (tests, management commands).
@@ -295,7 +295,7 @@ RETRIEVAL_MAX_QUERY_CHARS = envint("RETRIEVAL_MAX_QUERY_CHARS", "1000")
 RERANK_SECOND_STAGE = os.getenv("RERANK_SECOND_STAGE", "")
 
 # --- Chat (chat.pipeline) -------------------------------------------------------------
-# Seed 001's switches are the defaults of ChatOptions (requests set only the KB and agent).
+# The chat's switches are the defaults of ChatOptions (requests set only the KB and agent).
 CHAT_MAX_MESSAGE_CHARS = envint("CHAT_MAX_MESSAGE_CHARS", "4000")
 CHAT_ENABLE_QUERY_REWRITE = envbool("CHAT_ENABLE_QUERY_REWRITE", "true")
 # Unset / empty: each KB's stored setting (rerank on and hybrid unless `evaluate --tune`
@@ -313,7 +313,7 @@ CHAT_MIN_CONFIDENCE_SCORE = envfloat("CHAT_MIN_CONFIDENCE_SCORE", "0.5")
 CHAT_MIN_EVIDENCE_COVERAGE = envfloat("CHAT_MIN_EVIDENCE_COVERAGE", "0.35")
 CHAT_SEARCH_MODE = os.getenv("CHAT_SEARCH_MODE", "")
 CHAT_ENABLE_SOURCE_CITATION = envbool("CHAT_ENABLE_SOURCE_CITATION", "true")
-# S1 loads the last N turns; S2 rewrites with the last 3 of them (seed 000).
+# S1 loads the last N turns; S2 rewrites with the last 3 of them.
 CHAT_HISTORY_TURNS = envint("CHAT_HISTORY_TURNS", "20")
 CHAT_REWRITE_HISTORY_TURNS = envint("CHAT_REWRITE_HISTORY_TURNS", "3")
 # Shortcut A: top intent confidence below this, or the top two closer than the gap.

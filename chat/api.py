@@ -23,8 +23,8 @@ from .models import Message
 from .pipeline import ChatRefused, aiter_chat, iter_chat
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-# Connection: keep-alive (seed 002 §4.4) is left out: it is hop-by-hop, which WSGI forbids
-# and HTTP/1.1 implies.
+# Connection: keep-alive is left out: it is hop-by-hop, which WSGI forbids and HTTP/1.1
+# implies.
 
 
 def _ask_form(request: HttpRequest) -> AskForm | JsonResponse:

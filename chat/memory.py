@@ -2,8 +2,8 @@
 
 Past CHAT_SUMMARY_TURNS unsummarised turns, the oldest CHAT_SUMMARY_SHARE of them are
 folded into the conversation's summary (by the LLM when one is configured, else by key
-sentences) and the rest stay verbatim (seed 000 §5.2). Every answered exchange is also
-embedded, so a later question of the same user can recall it (seed 004 `memory_retrieve`).
+sentences) and the rest stay verbatim. Every answered exchange is also embedded, so a
+later question of the same user can recall it (`memory_retrieve`).
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ class Span(models.Model):
 
 
 class ConversationSummary(models.Model):
-    """The rolling summary of a conversation's oldest turns (seed 000 §5.2)."""
+    """The rolling summary of a conversation's oldest turns."""
 
     conversation = models.OneToOneField(Conversation, models.CASCADE, related_name="summary")
     text = models.TextField(blank=True)

@@ -1,4 +1,4 @@
-"""Pick the knowledge base a question goes to (seed 003 §2.1, §2.5).
+"""Pick the knowledge base a question goes to.
 
 A requested KB wins; otherwise, with KB_AUTO_ROUTE on, each KB the user may read is
 scored by its profile (description, top terms of its chunks, embedding centroid) and the
@@ -79,7 +79,7 @@ class RouteDecision:
 
 
 def parse_worker_name(name: str | None) -> WorkerSpec:
-    """Read a worker_name in the empty, one-, two- or three-part form (seed 003 §2.1)."""
+    """Read a worker_name: "", "agent_type", "kb:agent_type" or "kb:agent_type:agent_mode"."""
     raw = (name or "").strip()
     if not raw:
         return WorkerSpec("", "", AGENT_MODE)

@@ -13,7 +13,7 @@ strong fused ranking, so the KB's questions decide.
 
 Multi-path recall fuses its paths by rank alone, so a weak path at a high weight pulls it
 below its best path: the tag path (1.2) where tags are incidental compounds, the child
-locator (0.8, vector only) where the parent hybrid is stronger; and seed 002's bonuses
+locator (0.8, vector only) where the parent hybrid is stronger; and the additive bonuses
 (+0.08 for a tag match against 0.0167 for a path's first place) can outweigh all paths.
 The two weights and the bonuses (on or off) are searched through `retrieve` in multipath
 mode on (at most PATH_SAMPLE of) the train questions; the KB's untuned weights come first

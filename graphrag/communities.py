@@ -1,11 +1,11 @@
-"""Group a KB's entities into communities and summarise each one (docs/05-graphrag.md §4).
+"""Group a KB's entities into communities and summarise each one.
 
 Detection is Louvain modularity (networkx) on the undirected entity graph, whose edge weight
-is the sum of its relations' weights. The seed names greedy modularity; on the docs KB both
-reach a similar modularity but Louvain is several times faster and its cost grows gently
-with the graph (figures in docs/05-graphrag.md), so Louvain is the default and greedy
-modularity stays selectable (`GRAPH_COMMUNITY_METHOD`). A community larger than
-`split_above` is split once more into level-1 communities.
+is the sum of its relations' weights. On the docs KB Louvain and greedy modularity reach a
+similar modularity but Louvain is several times faster and its cost grows gently with the
+graph (figures in docs/05-graphrag.md), so Louvain is the default and greedy modularity stays
+selectable (`GRAPH_COMMUNITY_METHOD`). A community larger than `split_above` is split once
+more into level-1 communities.
 
 Summaries are extractive offline: the community's most mentioned members, its explicit
 relations, and the sentences of the chunks that mention most of its members. With a model

@@ -1,8 +1,8 @@
-"""Link a mention to a known entity or declare it new: seed S0 §2.2's three stages.
+"""Link a mention to a known entity or declare it new, in three stages.
 
 1. String recall: exact 1.0, abbreviation 0.9 ("SCP" = StreamChatPipeline), containment 0.8,
    Jaccard of character sets, 1 − Levenshtein / max length; candidates at or above
-   `recall_threshold` (0.3, the seed's overview) go on.
+   `recall_threshold` (0.3) go on.
 2. Vector rerank: the cosine of the name vectors; at or above `vector_threshold` (0.75) the
    vector agrees and the combined score is the mean of both, below it the string score alone
    counts half. An abbreviation keeps its string score: its letters are not its name's.
@@ -76,7 +76,7 @@ def is_abbreviation(mention: str, candidate: str, *, candidate_name: str = "", m
 
 
 def string_similarity(mention: str, candidate: str, *, candidate_name: str = "", mention_name: str = "") -> float:
-    """The best of the seed's five string measures between two keys (names give initials)."""
+    """The best of five string measures between two keys (names give initials)."""
     if mention == candidate:
         return 1.0
     if is_abbreviation(mention, candidate, candidate_name=candidate_name, mention_name=mention_name):

@@ -1,11 +1,11 @@
 """Read entities and relations out of a paragraph of text, offline, in Chinese and English.
 
-The design's rule extractor (seed S0 §2.1, docs/05-graphrag.md §2): a term dictionary matched
-first (built-in technical terms plus the KB's own headings and tags), then noun phrases
-(jieba part-of-speech tags for Chinese; CamelCase, acronyms, versioned names, code names and
-Title Case phrases for English), then relations: the 8 English and 7 Chinese relation patterns
-found between two mentions of one sentence, the stage → shortcut, layer and priority patterns,
-and co-occurrence between the mentions of one paragraph (weight 0.5).
+A rule extractor: a term dictionary matched first (built-in technical terms plus the KB's
+own headings and tags), then noun phrases (jieba part-of-speech tags for Chinese; CamelCase,
+acronyms, versioned names, code names and Title Case phrases for English), then relations:
+the 8 English and 7 Chinese relation patterns found between two mentions of one sentence,
+the stage → shortcut, layer and priority patterns, and co-occurrence between the mentions of
+one paragraph (weight 0.5).
 
 Everything here is a pure function of the text and the dictionary, so it is cheap to test
 and to run on a worker: no database, no model.
@@ -26,7 +26,7 @@ from .models import EntityType
 
 T = EntityType
 
-# Seed S0 §2.1's technical terms (55+), with their node type.
+# Built-in technical terms, with their node type.
 BUILTIN_TERMS: dict[str, str] = {
     **dict.fromkeys(
         ["StreamChatPipeline", "GraphRAG", "DeepSearch", "Fusion GraphRAG", "LightRAG", "HippoRAG", "RAPTOR",
@@ -56,7 +56,7 @@ BUILTIN_TERMS: dict[str, str] = {
 }
 
 # Relation words between two mentions of one sentence: (pattern, relation). English relations
-# are the design's eight names; Chinese ones keep their own word, as the design names them.
+# take one of eight snake_case names; Chinese ones are named by a Chinese word of their own.
 _EN_RELATIONS: tuple[tuple[str, str], ...] = (
     (r"\b(?:is|are) (?:a|an|the|one of the)\b(?: \w+)?(?: (?:kind|type|form) of)?", "is_a"),
     (r"\b(?:includes?|including|contains?|consists? of|is made of|comprises?)\b", "includes"),

@@ -14,7 +14,7 @@ from knowledge.models import Chunk, Document, KnowledgeBase
 
 
 class EntityType(models.TextChoices):
-    """The design's eleven node types (seed S0 §6.4), each drawn in its own colour."""
+    """The eleven node types, each drawn in its own colour."""
 
     TECHNOLOGY = "technology"
     CONCEPT = "concept"

@@ -49,7 +49,7 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        """The dedup key of seed 002 §7.4: document::parent::chunk."""
+        """The dedup key: document::parent::chunk."""
         return f"{self.doc_id}::{self.parent_id or ''}::{self.chunk_id}"
 
     @property
@@ -57,7 +57,7 @@ class Candidate:
         return " ".join(part for part in (self.section_index, self.section_title) if part)
 
     def as_result(self, rank: int) -> dict[str, Any]:
-        """The stable retrieval-result contract (DESIGN §5)."""
+        """The stable retrieval-result contract: callers rely on these keys."""
         return {
             "chunk_id": self.chunk_id,
             "doc_id": self.doc_id,

@@ -23,13 +23,13 @@ RAW_THRESHOLD_LEGS = frozenset({"vector"})
 
 @dataclass(frozen=True)
 class FusionParams:
-    """How `fuse` combines the keyword and vector legs (DESIGN R3)."""
+    """How `fuse` combines the keyword and vector legs."""
 
     mode: FusionMode = "rrf"
     rrf_k: int = 60
     vector_weight: float = 0.7
     bm25_weight: float = 0.3
-    # 0 disables a threshold. Seed 001's config uses vector 0.7 / BM25 0.3: SEED_001_FUSION.
+    # 0 disables a threshold. SEED_001_FUSION sets them to vector 0.7 / BM25 0.3.
     vector_threshold: float = 0.0
     bm25_threshold: float = 0.0
     normalisation: Normalisation = "minmax"
@@ -48,7 +48,7 @@ SEED_001_FUSION = FusionParams(mode="weighted", vector_threshold=0.7, bm25_thres
 
 @dataclass(frozen=True)
 class FusionBonuses:
-    """Additive bonuses of seed 002 §7.3 for multi-path recall."""
+    """Additive bonuses for multi-path recall, on top of the rank-fused score."""
 
     multi_source: float = 0.02
     scope: float = 0.03
@@ -138,7 +138,7 @@ def weighted_rrf(
     scope: str | None = None,
     top_k: int | None = 30,
 ) -> list[Candidate]:
-    """Fuse multi-path recall with `w / (k + rank)` plus seed 002's bonuses, best first.
+    """Fuse multi-path recall with `w / (k + rank)` plus additive bonuses, best first.
 
     Bonuses count once per candidate; an exact tag match excludes the partial (text) one.
     Paths at weight 0 are left out, so they add no source to the multi-source bonus.
@@ -178,7 +178,7 @@ def _add_bonuses(
     return sum(bonus for _, bonus in earned)
 
 
-# Seed 000 §2.4: product terms, Chinese → English. Keep one entry per English term, or the
+# Product terms, Chinese → English, for `expand_query`. Keep one entry per English term, or the
 # reverse direction picks only one of the Chinese words.
 CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
     "短路": "shortcut", "阶段": "stage", "检索": "retrieval", "向量": "vector",
@@ -272,7 +272,7 @@ def _replace_group(query: str, terms: _TermPattern, group: str) -> str:
     )
 
 
-# Seed 000 §2.5: few-shot examples that quote queries verbatim and then win retrieval.
+# Markers of few-shot examples, which quote queries verbatim and then win retrieval.
 EXAMPLE_MARKERS: tuple[str, ...] = ("examples:", "few-shot", "scenario 1:", "test command", "→ kb")
 
 

@@ -1,4 +1,4 @@
-"""The quality gate of seed 002 §7.6: which candidates become references, within budgets."""
+"""The quality gate: which candidates become references, within budgets."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from .candidates import Candidate
 
 @dataclass(frozen=True)
 class GateParams:
-    """Thresholds and reference budgets (DESIGN R8)."""
+    """Thresholds and reference budgets."""
 
     vector_min: float = 0.45
     rerank_min: float = 0.70
-    # 0.70 is a calibrated model reranker's threshold (seed 002's cross-encoder). The
+    # 0.70 is a calibrated model reranker's threshold (a cross-encoder's). The
     # five-factor score only orders candidates, so the check reads a model's score.
     rerank_key: str = "rerank.model"
     max_reference_chars: int = 4000
@@ -89,7 +89,7 @@ def rejection(candidate: Candidate, params: GateParams, scope: str | None = None
 
 
 def _is_in_scope(candidate: Candidate, key: str, scope: str | None) -> bool:
-    # Seed 002 lets recall mark the verdict itself; otherwise compare with the query's scope.
+    # Recall may mark the verdict itself; otherwise compare with the query's scope.
     if "source_scope_valid" in candidate.metadata:
         return bool(candidate.metadata["source_scope_valid"])
     return scope is None or candidate.metadata.get(key) == scope

@@ -1,4 +1,4 @@
-"""The post-processing chain of seed 000: Dedup → RRF → ContextWindow → Diversity → Truncate."""
+"""The post-processing chain: Dedup → RRF → ContextWindow → Diversity → Truncate."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class PostProcessor(Protocol):
 
 @dataclass(frozen=True)
 class PostProcessingParams:
-    """Defaults of the built-in processors (DESIGN R7)."""
+    """Defaults of the built-in processors."""
 
     min_chars: int = 20
     hash_prefix_chars: int = 300
@@ -48,7 +48,7 @@ class PostProcessingParams:
 class DedupProcessor:
     """Drop repeats by key or by md5 of the text's start, merging their hits; short texts last.
 
-    The seed drops texts under `min_chars` as fragments. A KB's only match may be that short
+    Texts under `min_chars` look like fragments, but a KB's only match may be that short
     ("14 前卫 青岛中能青年队", a one-line note): dropping it lost the document, so a short
     text goes after the others instead, where truncation drops it if longer ones answer.
     """
@@ -238,7 +238,7 @@ def unregister_postprocessor(factory: Callable[[], PostProcessor]) -> None:
 def default_pipeline(
     params: PostProcessingParams = PostProcessingParams(),
 ) -> PostProcessingPipeline:
-    """Build the seed chain with the given params, plus every registered processor."""
+    """Build the default chain with the given params, plus every registered processor."""
     pipeline = PostProcessingPipeline([
         DedupProcessor(params.min_chars, params.hash_prefix_chars),
         RRFProcessor(params.rrf_k),

@@ -1,13 +1,13 @@
-"""Seed 002's four recall paths over parent chunks (DESIGN R4).
+"""Multipath retrieval: four recall paths over parent chunks, fused by rank.
 
 1. parent hybrid (weight 1.0): keyword + vector over parents, top 30, fused as the KB's
-   hybrid is (seed 002 names weighted 0.7/0.3; the KB's own, tuned or default, fusion
+   hybrid is (not a fixed 0.7/0.3 weighting; the KB's own, tuned or default, fusion
    measured better: cranfield-beir nDCG@10 0.387 -> 0.401 after tuning);
 2. child locator (0.8): vector hits on children, grouped by their parent;
 3. tag match (1.2): a vector search over the parents whose (or whose children's) tags
    contain a high-value query keyword, cosine × 0.7 so tags cannot swamp the other paths.
-   A keyword in the tags of more than 5% of the KB's chunks is a general word (seed 002
-   filters "通用词 such as 验收、标准" by a list; the KB's own statistics find them here);
+   A keyword in the tags of more than 5% of the KB's chunks is a general word (such as
+   验收、标准; the KB's own statistics find them, not a fixed list);
    without that filter the path ranked whole corpora by cosine under the highest weight;
 4. same chapter (0.5): vector search restricted to the chapter in scope, or else to the
    chapter of path 1's best hit.
@@ -38,9 +38,9 @@ Paths = dict[str, tuple[float, list[Candidate]]]
 
 @dataclass(frozen=True)
 class PathWeights:
-    """Seed 002's path weights and bonuses; a KB's tuning may lower those that hurt it.
+    """The paths' weights and bonuses; a KB's tuning may lower those that hurt it.
 
-    `bonus_scale` multiplies seed 002's additive bonuses (multi-source, scope, tag exact and
+    `bonus_scale` multiplies the additive bonuses (multi-source, scope, tag exact and
     partial). They are sized against `w / (60 + rank)`, whose best is 1/61 = 0.0164 per path, so at
     scale 1 a +0.08 tag match outranks any path's first place.
     """
@@ -57,15 +57,15 @@ class PathWeights:
 
 # What an untuned KB fuses, measured with multipath on cranfield-beir / CMRC2018 (nDCG@10;
 # BM25 alone 0.3765 / 0.9856). The tag path ranks the parents whose tags hold a query
-# keyword by cosine; seed 002's tags are standard numbers and a construction-term list,
-# ours are any technical term, and at 1.2 the path ranked incidental matches first. The
+# keyword by cosine; 1.2 was meant for tags that are only standard numbers and construction
+# terms, ours are any technical term, and at 1.2 the path ranked incidental matches first. The
 # bonuses (+0.08 for a tag match, +0.02 for a second path) outweigh a path's first place
-# (1/61 = 0.0164). Over e5-small vectors, with the rerank: the seed's weights and bonuses
-# 0.331 / 0.979, without the bonuses 0.331 / 0.986, without the tag path either
+# (1/61 = 0.0164). Over e5-small vectors, with the rerank: PathWeights()'s weights and
+# bonuses 0.331 / 0.979, without the bonuses 0.331 / 0.986, without the tag path either
 # 0.381 / 0.990. Over hashing vectors (no rerank) the child-locator and chapter paths
-# rank by n-gram cosine as well: the seed's 0.262 / 0.852, the parent hybrid alone and
-# without bonuses 0.378 / 0.987. PathWeights() keeps the seed's numbers; tuning searches
-# from these defaults through the seed's.
+# rank by n-gram cosine as well: PathWeights() 0.262 / 0.852, the parent hybrid alone and
+# without bonuses 0.378 / 0.987. PathWeights() keeps the full weights and bonuses; tuning
+# searches from these defaults through PathWeights()'s.
 UNTUNED_PATHS = PathWeights(tag_match=0.0, bonus_scale=0.0)
 LEXICAL_PATHS = PathWeights(child_locator=0.0, tag_match=0.0, same_chapter=0.0, bonus_scale=0.0)
 

@@ -32,7 +32,7 @@ class Reranker(Protocol):
 
 @dataclass(frozen=True)
 class RerankWeights:
-    """Seed 000's five factors; they sum to 1 so the rerank score stays in [0, 1]."""
+    """The five rerank factors; they sum to 1 so the rerank score stays in [0, 1]."""
 
     cosine: float = 0.35
     key_terms: float = 0.25
@@ -239,7 +239,7 @@ def rerank_safely(
     saved = [(candidate.score, dict(candidate.scores)) for candidate in candidates]
     try:
         return reranker.rerank(query, candidates)
-    except Exception as exc:  # any scorer failure degrades to the fused order (seed 002 §14.1)
+    except Exception as exc:  # any scorer failure degrades to the fused order
         for candidate, (score, scores) in zip(candidates, saved, strict=True):
             candidate.score, candidate.scores = score, scores  # undo a half-applied stage
         message = f"rerank skipped: {type(exc).__name__}: {exc}; kept the fused order"

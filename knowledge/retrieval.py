@@ -1,9 +1,9 @@
 """One entry point for everything that retrieves: `retrieve(query, kb, params)`.
 
 Modes: "bm25" and "vector" run one leg over child chunks; "hybrid" fuses both legs
-(RRF or weighted, DESIGN R3); "multipath" is seed 002's four-path recall over parent
-chunks (R4). Then, as enabled: example penalty, rerank, post-processing, quality gate.
-Each stage's time lands in `timings_ms`, each leg's hits in `legs`.
+(RRF or weighted); "multipath" is a four-path recall over parent chunks (`knowledge.recall`).
+Then, as enabled: example penalty, rerank, post-processing, quality gate. Each stage's time
+lands in `timings_ms`, each leg's hits in `legs`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Get a JSON object out of a model's reply, whatever shape the reply took.
 
-The chain (seed 002 §8.2, §12.1): a fenced block → the outermost `{…}` → the same with
+The fallback chain: a fenced block → the outermost `{…}` → the same with
 raw control characters inside strings repaired → a regex for the main field of a
 malformed object → the raw text as that field → a canned message.
 """

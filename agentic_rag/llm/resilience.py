@@ -125,7 +125,7 @@ def _failure_share(calls: Sequence[tuple[float, bool]]) -> float:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of one provider (seed 002 §9.4, seed 000 §2.7).
+    """Retries of one provider.
 
     401/403, other 4xx and 502/503/504 fail fast: the next provider is tried at once.
     429 waits 2, 3, 5 s (the server's Retry-After instead when it gives one no longer

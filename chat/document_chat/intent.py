@@ -1,9 +1,9 @@
 """What the user wants of the selected section: an answer about it, or a rewrite of it.
 
-A model classifies when one is configured; keywords decide when it is not or fails (the
-rules of seed 002 §6, in Chinese and English). Whatever decided, the result is normalised
-the same way: the skill must be a registered one, a skill outranks a disagreeing intent,
-and a confidence under 0.65 asks the user to clarify.
+A model classifies when one is configured; keywords decide when it is not or fails (in
+Chinese and English). Whatever decided, the result is normalised the same way: the skill
+must be a registered one, a skill outranks a disagreeing intent, and a confidence under 0.65
+asks the user to clarify.
 """
 
 from __future__ import annotations

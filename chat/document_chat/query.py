@@ -1,4 +1,4 @@
-"""The retrieval query of seed 002 §7.1: at most 120 characters from the request's keywords.
+"""The retrieval query: at most 120 characters from the request's keywords.
 
 Keywords come from five sources, in order of weight: the message, the normalised
 instruction, the section's number and title, the first 500 characters of its text and the
@@ -23,7 +23,7 @@ QUERY_KEYWORDS = 8
 CONTENT_PREFIX_CHARS = 500
 HISTORY_TURNS = 6
 
-# Seed 002 writes [A-Za-z]{1,8}; capitals only, or "than 10" would count as a standard.
+# A code is capitals only, not [A-Za-z]{1,8}, or "than 10" would count as a standard.
 _STANDARD = re.compile(r"(?<![A-Za-z])[A-Z]{1,8}(?:/[A-Z])?\s*\d{2,8}(?:[-.]\d{2,4})?")
 _BOOK_TITLE = re.compile(r"《[^》]{1,40}》")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff"

@@ -10,7 +10,7 @@
 
 A node is a function of the request and the state so far that returns the fields it sets;
 the runner applies them, streams a `reasoning` event after each node, and chooses the next
-node by the routing rules of seed 002 §5.3. Streamed events, in order: connected,
+node by the routing rules of `next_node`. Streamed events, in order: connected,
 processing, reasoning (per node), intent, retrieval_result, skill_started, chunk (model
 text as it arrives), answer_completed or proposal_completed, error (only on failure),
 completed (always last).
@@ -97,7 +97,7 @@ class SelectedSection:
 
     @property
     def is_scoped(self) -> bool:
-        """Seed 002's test for the RAG path: the section names a code or a chapter."""
+        """Whether the RAG path applies: the section names a code or a chapter."""
         return bool(self.code or self.chapter_level_1 or self.chapter_level_2)
 
 
@@ -374,7 +374,7 @@ _STRAIGHT = {
 
 
 def next_node(node: str, state: DocChatState, section: SelectedSection) -> str | None:
-    """The routing rules of seed 002 §5.3; None after `complete`."""
+    """The node to run after `node`; None after `complete`."""
     if node == "complete":
         return None
     if state.error and node != "error_handler":

@@ -1,10 +1,10 @@
 """S3 intent: a rule fast path, then LLM classification (cached) when the rules say "default".
 
-Rules (seed 000 detailed design §1.3): a greeting, help request, thanks or "who are you"
-on its own, or after a greeting, is SYSTEM; a tool keyword is that tool (only for tools the
-channel has, and for tools with data of their own only when the message asks for that data,
-not about the documents); a message with nothing to search for and no history to resolve it
-is a vague KB question; anything else is the default, KB with confidence 0.7.
+Rules: a greeting, help request, thanks or "who are you" on its own, or after a greeting,
+is SYSTEM; a tool keyword is that tool (only for tools the channel has, and for tools with
+data of their own only when the message asks for that data, not about the documents); a
+message with nothing to search for and no history to resolve it is a vague KB question;
+anything else is the default, KB with confidence 0.7.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ _GREETING_PREFIX = re.compile(
 _POLITE_PREFIX = re.compile(r"^(?:请问|请|麻烦|please|so|um+|well)[\s,，]*", re.IGNORECASE)
 _TRAILING = re.compile(r"[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
 
-# Tool keywords (seed 000 §1.3); only tools the channel offers are matched. Whole expressions
+# Tool keywords; only tools the channel offers are matched. Whole expressions
 # reach the calculator through its own extractor; the operators here find one inside words
 # ("100 * 3 美元等于多少人民币"), without "-" and "/", which join numbers in standards, versions
 # and dates ("GB 50204-2015", "2024/01/15") far more often than they subtract or divide.

@@ -20,10 +20,10 @@ def _setting(name: str):
 
 @dataclass(frozen=True)
 class ChatOptions:
-    """Seed 001's switches. Their defaults come from the CHAT_* settings; the page, the API and
+    """The chat's switches. Their defaults come from the CHAT_* settings; the page, the API and
     `ask` set the KB and the agent type, code that calls run_chat (benches, tests) may set any."""
 
-    kb_slug: str | None = None  # None: the router picks one by content (seed 003 §2.5)
+    kb_slug: str | None = None  # None: the router picks one by content
     agent_type: str = "auto"  # a chat.workers.WORKER_TYPES name, or "auto"
     enable_query_rewrite: bool = _setting("CHAT_ENABLE_QUERY_REWRITE")
     enable_rerank: bool | None = _setting("CHAT_ENABLE_RERANK")  # None: the KB's stored setting

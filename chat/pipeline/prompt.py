@@ -1,4 +1,4 @@
-"""S7 prompt assembly: the XML layout of seed 004, a mode by evidence, a temperature by task.
+"""S7 prompt assembly: XML-tagged sections, a mode by evidence, a temperature by task.
 
 Documents and tool outputs are untrusted: their text is XML-escaped, so a document cannot
 close its `<document>` element or open an instruction of its own, and the instructions

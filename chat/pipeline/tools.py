@@ -102,7 +102,7 @@ class ToolRegistry:
         started = time.perf_counter()
         try:
             output = self._tools[call.name].call(call.parameters, context or ToolContext())
-        except Exception as error:  # a tool's failure must not end the chat (seed 001 §10)
+        except Exception as error:  # a tool's failure must not end the chat
             ms = (time.perf_counter() - started) * 1000
             return ToolResult(call.name, call.parameters, "", False, f"{type(error).__name__}: {error}", ms)
         return ToolResult(call.name, call.parameters, output, ms=(time.perf_counter() - started) * 1000)

@@ -1,4 +1,4 @@
-"""The built-in tools of the chat's tool channel (seed 000 §4), registered at start-up."""
+"""The built-in tools of the chat's tool channel, registered at start-up."""
 
 from __future__ import annotations
 
