@@ -136,12 +136,10 @@ async def ask_over_websocket(
     """Connect, wait for every session to be connected, ask once, and read until the final
     fragment, an error or the timeout. Times count from the question, not the connection."""
     outcome = SessionOutcome()
-    parts = urlsplit(url)
     writer = None
     try:
         async with connects or nullcontext():
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), timeout)
-            await _handshake(reader, writer, parts, cookie, timeout)
+            reader, writer = await open_websocket(url, "/ws/chat/", cookie, timeout)
     except (TimeoutError, OSError, ConnectionError) as error:
         outcome.error = f"connect: {error or type(error).__name__}"
     if ready is not None:
@@ -180,7 +178,11 @@ async def open_websocket(url: str, path: str, cookie: str, timeout: float = 10) 
     """A signed-in websocket on `path` of the server at `url`."""
     parts = urlsplit(url)
     reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), timeout)
-    await _handshake(reader, writer, parts, cookie, timeout, path)
+    try:
+        await _handshake(reader, writer, parts, cookie, timeout, path)
+    except BaseException:
+        writer.close()
+        raise
     return reader, writer
 
 

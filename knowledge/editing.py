@@ -101,11 +101,6 @@ def file_sections(name: str, data: bytes) -> list[EditableSection]:
     ]
 
 
-def replace_section(name: str, data: bytes, position: int, new_body: str) -> bytes:
-    """Return the file with one section's body replaced, as UTF-8; the rest is left as it was."""
-    return _replace(name, data, position, new_body)[0]
-
-
 def accept_section_edit(
     document: Document,
     position: int,
@@ -127,7 +122,7 @@ def accept_section_edit(
         if current is None or current.sha256 != base_sha256:
             raise EditConflict("The document has changed since this edit was proposed; reload it and try again.")
         data = newest_bytes(current)
-        new_data, section = _replace(current.name, data, position, new_body)
+        new_data, section = replace_section(current.name, data, position, new_body)
         if new_data == data:
             raise SectionEditError("The new text is the same as the section's current text; nothing to save.")
         return submit_document(
@@ -169,7 +164,8 @@ def _extension(name: str) -> str:
     return Path(name).suffix.lower()
 
 
-def _replace(name: str, data: bytes, position: int, new_body: str) -> tuple[bytes, Section]:
+def replace_section(name: str, data: bytes, position: int, new_body: str) -> tuple[bytes, Section]:
+    """The file with one section's body replaced, as UTF-8 (the rest left as it was), and that section."""
     _check_editable(name)
     sections = _sections(name, data)
     if not 0 <= position < len(sections):

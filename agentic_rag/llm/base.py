@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
@@ -159,15 +158,3 @@ def complete_json_with(
     """Ask provider for a JSON object and parse the reply with the fallback chain."""
     completion = provider.complete(json_messages(messages, schema_hint), replace(options, json_mode=True))
     return extract_json(completion.text, field=field)
-
-
-async def iterate_in_thread(iterator: Iterator[str]) -> AsyncIterator[str]:
-    """Drive a blocking iterator from async code, one `next` per worker-thread hop."""
-    done = object()
-    try:
-        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
-            yield item  # type: ignore[misc]
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            await asyncio.to_thread(close)

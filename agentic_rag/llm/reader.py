@@ -101,10 +101,6 @@ class Reading:
     picks: tuple[Pick, ...]
     answer_types: frozenset[str]
 
-    @property
-    def is_answered(self) -> bool:
-        return bool(self.picks)
-
 
 @dataclass(frozen=True)
 class _Scored:

@@ -8,7 +8,6 @@ after that the caller has shown text to a person, so an error ends the stream wi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -115,10 +114,6 @@ class ModelRouter:
         """Return a lazy token stream; nothing is sent until it is iterated."""
         return RoutedStream(self, messages, options)
 
-    def astream(self, messages: Sequence[Message], options: CompletionOptions) -> RoutedStream:
-        """The same RoutedStream; use `async for` on it (each step runs in a worker thread)."""
-        return RoutedStream(self, messages, options)
-
     def complete_json(
         self,
         messages: Sequence[Message],
@@ -205,7 +200,7 @@ class ModelRouter:
 
 
 class RoutedStream:
-    """Tokens from whichever provider answered; iterate it (or `async for`) once.
+    """Tokens from whichever provider answered; iterate it once.
 
     `provider` and `model` are known from the first token on, `text` is everything
     delivered so far and `attempts` lists every try, for traces.
@@ -236,19 +231,6 @@ class RoutedStream:
                 raise StopIteration
             self._tokens = self._run()
         return next(self._tokens)
-
-    def __aiter__(self) -> RoutedStream:
-        return self
-
-    async def __anext__(self) -> str:
-        piece = await asyncio.to_thread(next, self, _DONE)
-        if piece is _DONE:
-            raise StopAsyncIteration
-        return piece  # type: ignore[return-value]
-
-    async def aclose(self) -> None:
-        """Stop the stream from async code."""
-        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Stop the stream and its connection (the client went away)."""

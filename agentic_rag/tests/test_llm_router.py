@@ -297,26 +297,6 @@ def test_it_parses_json_from_whichever_provider_answered(fake_time, server):
     assert server.chat_requests[-1].body["response_format"] == {"type": "json_object"}
 
 
-async def test_it_streams_to_async_code(fake_time, server):
-    stream = make_router(fake_time, server).astream(MESSAGES, OPTIONS)
-    pieces = [piece async for piece in stream]
-    assert "".join(pieces) == REPLY
-    assert stream.provider == "primary"
-
-
-async def test_it_stops_an_async_stream_the_client_left(fake_time, server):
-    server.reply(token_delay_s=0.05)
-    router = make_router(fake_time, server)
-    stream = router.astream(MESSAGES, OPTIONS)
-    async for piece in stream:
-        assert piece == "The "
-        break
-    await stream.aclose()
-    assert stream.text == "The "
-    assert [piece async for piece in stream] == []
-    assert router.breaker("primary").failure_rate == 0.0
-
-
 def test_a_stream_closed_from_another_thread_stops_at_its_next_piece(fake_time, server):
     server.reply(token_delay_s=0.1)
     stream = make_router(fake_time, server).stream(MESSAGES, OPTIONS)

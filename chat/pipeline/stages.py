@@ -96,11 +96,6 @@ def retrieval_params(kb: Any, options: ChatOptions) -> RetrievalParams:
     return params_for_kb(kb, **overrides)
 
 
-def search_kb(queries: Sequence[str], kb: Any, params: RetrievalParams, *, retriever: Retriever) -> KbSearch:
-    """Retrieve for each query; keep each chunk once, in the order the queries found them."""
-    return collect_search([retriever(query, kb, params) for query in queries])
-
-
 def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
     """Merge retrieval results: each chunk once, in the order they found them."""
     search = KbSearch(results=list(results))

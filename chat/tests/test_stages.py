@@ -8,12 +8,12 @@ from chat.pipeline.replies import clarifying_question, no_evidence_reply, system
 from chat.pipeline.stages import (
     NO_MATCH,
     NO_REFERENCE,
+    collect_search,
     evidence_limit,
     find_ambiguity,
     number_evidence,
     recent_turns,
     retrieval_params,
-    search_kb,
     split_reply,
 )
 from chat.pipeline.state import Turn
@@ -78,15 +78,12 @@ def fake_retriever(results: dict[str, RetrievalResult]):
 
 
 def test_it_merges_the_references_of_every_query_once_each_in_order():
-    retriever = fake_retriever({
-        "q": RetrievalResult("q", "hybrid", candidates=[candidate(1), candidate(2)]),
-        "part": RetrievalResult("part", "hybrid", candidates=[candidate(2), candidate(3)], warnings=["w"]),
-    })
-
-    search = search_kb(["q", "part"], kb=None, params=RetrievalParams(), retriever=retriever)
+    search = collect_search([
+        RetrievalResult("q", "hybrid", candidates=[candidate(1), candidate(2)]),
+        RetrievalResult("part", "hybrid", candidates=[candidate(2), candidate(3)], warnings=["w"]),
+    ])
 
     assert [c.chunk_id for c in search.references] == [1, 2, 3] and search.reason == "" and search.warnings == ["w"]
-    assert [query for query, _ in retriever.seen] == ["q", "part"]
 
 
 @pytest.mark.parametrize(
@@ -96,7 +93,7 @@ def test_it_merges_the_references_of_every_query_once_each_in_order():
      ([RetrievalResult("q", "hybrid")], NO_MATCH)],
 )  # fmt: skip
 def test_it_says_why_there_is_no_evidence(results, reason):
-    search = search_kb(["q"], kb=None, params=RetrievalParams(), retriever=fake_retriever({"q": results[0]}))
+    search = collect_search(results)
 
     assert search.references == [] and search.reason == reason
 
@@ -106,7 +103,7 @@ def test_it_tells_a_gate_that_refused_everything_from_no_match():
 
     result = RetrievalResult("q", "hybrid", candidates=[candidate(1)], gate=GateResult((), ()))
 
-    assert search_kb(["q"], None, RetrievalParams(), retriever=fake_retriever({"q": result})).reason == NO_REFERENCE
+    assert collect_search([result]).reason == NO_REFERENCE
 
 
 def test_it_numbers_kb_evidence_first_then_successful_tool_outputs():

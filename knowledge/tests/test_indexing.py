@@ -108,7 +108,7 @@ def test_a_new_version_embeds_only_the_chunks_that_changed(kb, monkeypatch):
     document = _ingest(kb, "guide.md", GUIDE_MD.encode()).document
     before = _live_entries(document)
     counting.embedded.clear()
-    edited = replace_section("guide.md", GUIDE_MD.encode(), 1, "Parsers also read zeppelin manifests.")
+    edited = replace_section("guide.md", GUIDE_MD.encode(), 1, "Parsers also read zeppelin manifests.")[0]
 
     _ingest(kb, "guide.md", edited)
 
