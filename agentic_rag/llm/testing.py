@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible server on 127.0.0.1 for tests, so the real client code runs.
+"""A fake OpenAI-compatible server on 127.0.0.1, so the real client code runs against it:
+in tests, and in `bench chat --fake-llm`.
 
     with FakeOpenAIServer(text="Paris is the capital of France.") as server:
         server.fail(429, times=2, retry_after="1")
@@ -19,14 +20,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
-
-import pytest
-
-from .config import reset_llm
 
 Endpoint = Literal["chat", "embeddings"]
 
@@ -303,27 +299,3 @@ def _vector(text: str, dims: int) -> list[float]:
     while len(digest) < dims:
         digest += hashlib.sha256(digest).digest()
     return [round(byte / 127.5 - 1.0, 6) for byte in digest[:dims]]
-
-
-@pytest.fixture
-def fake_openai_server() -> Iterator[FakeOpenAIServer]:
-    """A started FakeOpenAIServer, stopped after the test."""
-    with FakeOpenAIServer() as server:
-        yield server
-
-
-@contextmanager
-def configured_as_the_model(settings, reply: FakeReply | None = None) -> Iterator[FakeOpenAIServer]:
-    """A started FakeOpenAIServer configured (through pytest-django's `settings`) as the
-    project's one model for the block; the router is rebuilt on the way in and out."""
-    with FakeOpenAIServer() as server:
-        if reply is not None:
-            server.default = reply
-        settings.LLM_PROVIDERS = ["openai"]
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test-key"
-        reset_llm()
-        try:
-            yield server
-        finally:
-            reset_llm()

@@ -26,8 +26,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from agentic_rag.asgi import application
 from agentic_rag.embeddings import get_embedder
-from agentic_rag.llm.testing import configured_as_the_model
 from agentic_rag.models import ApiToken
+from agentic_rag.tests.llm_support import configured_as_the_model
 from chat import routing_kb
 from chat.document_chat.workflow import stored_history
 from chat.memory import memory_retrieve

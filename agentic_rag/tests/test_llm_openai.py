@@ -24,7 +24,8 @@ from agentic_rag.llm import (
     Timeouts,
 )
 from agentic_rag.llm.openai import parse_retry_after
-from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply, fake_openai_server  # noqa: F401
+from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
+from agentic_rag.tests.llm_support import fake_openai_server  # noqa: F401
 
 MESSAGES = [Message("system", "Be brief."), Message("user", "Say hello.")]
 OPTIONS = CompletionOptions(temperature=0.2, max_tokens=50, stop=("###",))

@@ -8,8 +8,9 @@ import pytest
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from agentic_rag.llm.testing import FakeReply, configured_as_the_model
+from agentic_rag.llm.testing import FakeReply
 from agentic_rag.models import ApiToken
+from agentic_rag.tests.llm_support import configured_as_the_model
 from chat.events import PipelineEvent
 from chat.models import Conversation, Message
 from chat.pipeline import export_graph

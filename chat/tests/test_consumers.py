@@ -13,7 +13,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from agentic_rag.asgi import application
-from agentic_rag.llm.testing import FakeReply, configured_as_the_model
+from agentic_rag.llm.testing import FakeReply
+from agentic_rag.tests.llm_support import configured_as_the_model
 from chat.models import Message
 
 from .web_factories import ingest, session_cookie, wait_for_answer

@@ -160,7 +160,7 @@ def test_ingestion_builds_the_graph_in_the_background(kb, settings):
 @pytest.fixture
 def model(settings):
     """A configured model: a fake OpenAI-compatible server on 127.0.0.1."""
-    from agentic_rag.llm.testing import configured_as_the_model
+    from agentic_rag.tests.llm_support import configured_as_the_model
 
     settings.LLM_RETRY_MAX_ATTEMPTS = 1
     settings.GRAPH_LLM_TIMEOUT_S = 1.0
