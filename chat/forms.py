@@ -10,6 +10,7 @@ from django.utils.translation import gettext, gettext_lazy
 from knowledge.models import KnowledgeBase
 
 from .pipeline import ChatOptions, ChatRequest
+from .routing_kb import InvalidWorkerName, parse_worker_name
 from .workers import AGENT_TYPES
 
 AUTO = "auto"
@@ -27,6 +28,9 @@ class AskForm(forms.Form):
     )
     kb = forms.CharField(required=False, max_length=64)
     agent_type = forms.ChoiceField(choices=[(name, name) for name in AGENT_TYPES], required=False)
+    # A worker name, `{kb}:{agent_type}:{mode}` (or `{kb}:{agent_type}`, or just the type): the
+    # agent, and the KB when it names one.
+    agent = forms.CharField(required=False, max_length=200)
 
     def __init__(self, data=None, *, user, **kwargs) -> None:
         super().__init__(data, **kwargs)
@@ -49,6 +53,30 @@ class AskForm(forms.Form):
 
     def clean_agent_type(self) -> str:
         return self.cleaned_data["agent_type"] or AUTO
+
+    def clean(self) -> dict:
+        data = super().clean()
+        agent = (data.get("agent") or "").strip()
+        if not agent or self.errors:
+            return data
+        try:
+            spec = parse_worker_name(agent)
+        except InvalidWorkerName as error:
+            raise forms.ValidationError(str(error)) from error
+        if spec.agent_type not in AGENT_TYPES:
+            raise forms.ValidationError(gettext("No such agent type: %(name)s.") % {"name": spec.agent_type})
+        if data["agent_type"] not in (AUTO, spec.agent_type):
+            raise forms.ValidationError(gettext("The agent and agent_type fields name different agents."))
+        data["agent_type"] = spec.agent_type
+        if spec.kb_prefix:
+            if data["kb"] not in (None, spec.kb_prefix):
+                raise forms.ValidationError(gettext("The agent and kb fields name different knowledge bases."))
+            self.cleaned_data["kb"] = spec.kb_prefix
+            try:
+                data["kb"] = self.clean_kb()
+            except forms.ValidationError as error:
+                self.add_error("kb", error)  # as a KB named in `kb`: a 404, whether missing or private
+        return data
 
     def clean_session_id(self) -> str | None:
         return self.cleaned_data["session_id"] or None

@@ -301,3 +301,29 @@ async def test_it_streams_under_asgi_with_an_async_iterator(alice, ready_kb):
     events = parse_sse(chunks)
     assert events[0][0] == "session" and events[-1][0] == "final"
     assert any(kind == "token" for kind, _ in events)
+
+
+@pytest.mark.parametrize("agent", ["alice-kb:plan_execute_agent:retrieve_only", "alice-kb:plan_execute_agent"])
+def test_the_agent_field_takes_a_worker_name_with_its_kb(alice_client, ready_kb, agent):
+    response = post_json(alice_client, "/api/chat", {"message": QUESTION, "agent": agent})
+
+    data = response.json()
+    assert response.status_code == 200 and data["route"]["kb_prefix"] == "alice-kb"
+    assert [step["type"] for step in data["agent_steps"]][0] == "plan"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [({"agent": "alice-kb:teleport_agent"}, 400, "No such agent type: teleport_agent"),
+     ({"agent": "alice-kb:hybrid_agent:generate"}, 400, "unsupported agent_mode"),
+     ({"agent": "a:b:c:d"}, 400, "invalid worker_name"),
+     ({"agent": "alice-kb:hybrid_agent", "kb": "other"}, 400, "different knowledge bases"),
+     ({"agent": "bob-private:hybrid_agent"}, 404, "No such knowledge base")],
+)  # fmt: skip
+def test_a_bad_worker_name_is_refused_clearly(alice_client, kb, bob, body, status, says):
+    KnowledgeBase.objects.create(name="Bob's", slug="bob-private", owner=bob)
+    KnowledgeBase.objects.create(name="Other", slug="other", owner=kb.owner)
+
+    response = post_json(alice_client, "/api/chat", {"message": "hi there", **body})
+
+    assert response.status_code == status and says in response.json()["error"]["message"]

@@ -95,3 +95,14 @@ def test_an_unverified_citation_is_printed_with_its_reason():
     Command(stdout=out)._print(result)
 
     assert "[1] faq.md #7: Logs are kept.  (the sentence does not address the question)" in out.getvalue()
+
+
+def test_the_agent_may_be_a_worker_name_that_names_the_kb(docs_kb):
+    data = json.loads(ask("How does hybrid search fuse the rankings?", "--agent", "alice-kb:plan_execute_agent:retrieve_only",
+                          "--json"))
+
+    assert data["route"]["kb_prefix"] == "alice-kb" and data["agent_steps"][0]["type"] == "plan"
+    with pytest.raises(CommandError, match="names the KB 'alice-kb' but --kb is 'other'"):
+        ask("Hi", "--agent", "alice-kb:hybrid_agent", "--kb", "other")
+    with pytest.raises(CommandError, match="unsupported agent_mode"):
+        ask("Hi", "--agent", "alice-kb:hybrid_agent:generate")

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.cli import command_user
 from chat.pipeline import ChatOptions, ChatRefused, ChatRequest, ChatResult, run_chat
+from chat.routing_kb import InvalidWorkerName, parse_worker_name
 
 
 class Command(BaseCommand):
@@ -16,7 +17,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("question")
         parser.add_argument("--kb", metavar="SLUG", help="the knowledge base to search")
-        parser.add_argument("--agent", default="auto", help="the worker type (default: auto)")
+        parser.add_argument(
+            "--agent", default="auto", help="the worker type, or a worker name KB:TYPE[:MODE] (default: auto)"
+        )
         parser.add_argument("--session", metavar="ID", help="continue this conversation (default: a new one)")
         parser.add_argument(
             "--user", metavar="USERNAME", help="ask as this user (default: the KB's owner, else the demo user)"
@@ -24,8 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options) -> None:
-        user = command_user(options["user"], options["kb"])
-        request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=options["kb"], agent_type=options["agent"]))
+        kb, agent_type = _kb_and_agent(options["kb"], options["agent"])
+        user = command_user(options["user"], kb)
+        request = ChatRequest(user, options["session"], options["question"], ChatOptions(kb_slug=kb, agent_type=agent_type))
         try:
             result = run_chat(request, emit=lambda event: None)
         except ChatRefused as refused:
@@ -53,3 +57,14 @@ class Command(BaseCommand):
             self.stdout.write(f"  {stage.name:10} {stage.ms:8.1f} ms  {stage.status:8} {stage.detail}")
         first = f"{result.first_token_ms:.1f} ms" if result.first_token_ms is not None else "-"
         self.stdout.write(f"  {'total':10} {result.total_ms:8.1f} ms  (first token {first}; session {result.session_id})")
+
+
+def _kb_and_agent(kb: str | None, agent: str) -> tuple[str | None, str]:
+    """The KB and agent type that --kb and --agent name; --agent may be a worker name."""
+    try:
+        spec = parse_worker_name(agent)
+    except InvalidWorkerName as error:
+        raise CommandError(str(error)) from error
+    if spec.kb_prefix and kb and kb != spec.kb_prefix:
+        raise CommandError(f"--agent names the KB {spec.kb_prefix!r} but --kb is {kb!r}")
+    return kb or spec.kb_prefix or None, spec.agent_type or "auto"
