@@ -37,6 +37,7 @@ def test_no_word_of_a_text_file_is_lost(text_lines, name):
     except ParseError:
         assert not re.search(r"\w", text)  # only a file without words may be refused
         return
-    kept = " ".join(f"{section.title} {section.text}" for section in parsed.sections)
+    # A heading's number is kept as its section's index ("0 A" is section "0", titled "A").
+    kept = " ".join(f"{section.index} {section.title} {section.text}" for section in parsed.sections)
     for word in re.findall(r"[^\W_]+", text):
         assert word in kept, (word, text)
