@@ -1,4 +1,4 @@
-"""Retrieval speed on a generated corpus: `manage.py bench retrieval --chunks N`.
+"""Retrieval speed on a generated corpus: `manage.py bench retrieval --chunks N [--delta]`.
 
 The corpus is synthetic on purpose (issue: "a generated corpus is fine"): documents,
 parent and child chunks, Zipf-distributed tokens and random unit vectors of the KB
@@ -15,9 +15,13 @@ from time import perf_counter
 
 import numpy as np
 from django.db import transaction
+from django.test import override_settings
 
 from agentic_rag.embeddings import get_embedder
 from knowledge.candidates import Candidate
+from knowledge.ingest import delete_document
+from knowledge.memory_index import MemoryBackend
+from knowledge.memory_snapshot import compacted
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from knowledge.postprocess import PostContext, default_pipeline, run_postprocessing
 from knowledge.retrieval import RetrievalParams, retrieve
@@ -54,19 +58,25 @@ def generate_corpus(kb: KnowledgeBase, corpus: SyntheticCorpus, embedder_name: s
     refresh_planner_statistics()
 
 
-def _write_document(kb, rng, number: int, children: int, dims: int, embedder_name: str) -> None:
+def _write_document(kb, rng, number: int, children: int, dims: int, embedder_name: str) -> Document:
     document = Document.objects.create(
         kb=kb, name=f"synthetic-{number:06d}.txt", sha256=f"{number:064d}", status=DocumentStatus.READY,
         live_version=1, chunk_count=children,
     )
+    _write_chunks(document, 1, rng, children, dims, embedder_name)
+    return document
+
+
+def _write_chunks(document: Document, version: int, rng, children: int, dims: int, embedder_name: str) -> None:
+    kb = document.kb
     texts = [" ".join(_words(rng, TOKENS_PER_CHILD)) for _ in range(children)]
     parents = Chunk.objects.bulk_create([
-        Chunk(kb=kb, document=document, version=1, level=Chunk.PARENT, index=i, sha256="-",
+        Chunk(kb=kb, document=document, version=version, level=Chunk.PARENT, index=i, sha256="-",
               text="\n\n".join(texts[i * CHILDREN_PER_PARENT:(i + 1) * CHILDREN_PER_PARENT]))
         for i in range((children + CHILDREN_PER_PARENT - 1) // CHILDREN_PER_PARENT)
     ])
     kids = Chunk.objects.bulk_create([
-        Chunk(kb=kb, document=document, version=1, level=Chunk.CHILD, index=i, sha256="-", text=text,
+        Chunk(kb=kb, document=document, version=version, level=Chunk.CHILD, index=i, sha256="-", text=text,
               parent=parents[i // CHILDREN_PER_PARENT])
         for i, text in enumerate(texts)
     ])
@@ -123,6 +133,85 @@ def bench_postprocessing(kb: KnowledgeBase, texts: list[str]) -> dict[str, float
         run_postprocessing(candidates, PostContext(query=text), default_pipeline())
         samples.append((perf_counter() - started) * 1000)
     return _percentiles(samples)
+
+
+def bench_delta(kb: KnowledgeBase, corpus: SyntheticCorpus, embedder_name: str, *, queries: int = 50) -> dict:
+    """Time applying typical documents' changes (add, replace, delete) to a warm index, against a rebuild.
+
+    It adds DELTA_DOCUMENTS documents of the corpus's size, replaces each once and deletes
+    them again, so the KB ends with the content it had. Each time is what the first query
+    after the change waits for the index to catch up.
+    """
+    backend = MemoryBackend(run_compaction=lambda job: None)  # compaction is timed apart, below
+    started = perf_counter()
+    rows = len(backend.snapshot(kb).chunks)
+    build_s = perf_counter() - started
+    rng = np.random.default_rng(corpus.seed + 1)
+    texts = [" ".join(_words(rng, 6)) for _ in range(queries)]
+    fresh_ms = _search_ms(kb, backend, texts)
+    first = Document.objects.filter(kb=kb).count() + 10**6  # names no generated corpus uses
+    added = [_write_document(kb, rng, first + n, CHILDREN_PER_DOCUMENT, corpus.dims, embedder_name)
+             for n in range(DELTA_DOCUMENTS)]
+    times: dict[str, list[float]] = {"add": [], "replace": [], "delete": []}
+    for document in added:
+        times["add"].append(_apply_ms(backend, kb, lambda d=document: kb.bump_content_version([d.pk])))
+    for document in added:
+        times["replace"].append(_apply_ms(backend, kb, lambda d=document: _replace(d, rng, corpus.dims, embedder_name)))
+    changed_ms = _search_ms(kb, backend, texts)
+    snapshot = backend.snapshot(kb)
+    started = perf_counter()
+    compacted(snapshot)
+    compaction_s = perf_counter() - started
+    # A deleted document starts a graph build, which would outlast the benchmark.
+    with override_settings(GRAPH_BUILD_AFTER_INGESTION=False):
+        for document in added:
+            times["delete"].append(_apply_ms(backend, kb, lambda d=document: delete_document(d)))
+    return {
+        "chunks_searchable": rows,
+        "rows_per_document": CHILDREN_PER_DOCUMENT + CHILDREN_PER_DOCUMENT // CHILDREN_PER_PARENT,
+        "full_build_s": round(build_s, 2),
+        **{f"apply_{change}_ms": _spread(samples) for change, samples in times.items()},
+        "index_updates": dict(backend.updates),
+        "search_ms fresh build (p50, p95)": fresh_ms,
+        f"search_ms after {2 * DELTA_DOCUMENTS} changes (p50, p95)": changed_ms,
+        "compaction_s (background thread)": round(compaction_s, 2),
+    }
+
+
+DELTA_DOCUMENTS = 5
+
+
+def _apply_ms(backend: MemoryBackend, kb: KnowledgeBase, change) -> float:
+    """Make a change as ingestion commits it, then time the next query's wait for the index."""
+    with transaction.atomic():
+        change()
+    started = perf_counter()
+    backend.snapshot(kb)
+    return (perf_counter() - started) * 1000
+
+
+def _replace(document: Document, rng, dims: int, embedder_name: str) -> None:
+    """Publish a new version of a synthetic document, as ingestion's last step does."""
+    version = document.live_version + 1
+    _write_chunks(document, version, rng, CHILDREN_PER_DOCUMENT, dims, embedder_name)
+    Chunk.objects.filter(document=document).exclude(version=version).delete()
+    Document.objects.filter(pk=document.pk).update(version=version, live_version=version)
+    document.live_version = version
+    document.kb.bump_content_version([document.pk])
+
+
+def _search_ms(kb: KnowledgeBase, backend: MemoryBackend, texts: list[str]) -> tuple[float, float]:
+    params = RetrievalParams(mode="hybrid", top_k=5)
+    samples = []
+    for text in texts:
+        result = retrieve(text, kb, params, backend=backend)
+        samples.append(result.timings_ms["total"] - result.timings_ms.get("embed_query", 0.0))
+    spread = _percentiles(samples)
+    return spread["p50"], spread["p95"]
+
+
+def _spread(samples: list[float]) -> dict[str, float]:
+    return {"p50": round(float(np.percentile(samples, 50)), 1), "max": round(max(samples), 1)}
 
 
 def embedder_name_and_dims(name: str | None = None) -> tuple[str, int]:

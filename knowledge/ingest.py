@@ -187,10 +187,10 @@ def request_reingest(document: Document, *, enqueue: Callable[[int], None]) -> N
 
 def delete_document(document: Document) -> None:
     """Delete a document with its chunks (and whatever else hangs off it)."""
-    kb = document.kb
+    kb, document_id = document.kb, document.pk
     with transaction.atomic():
         document.delete()
-        kb.bump_content_version()
+        kb.bump_content_version([document_id])
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -396,7 +396,7 @@ def _publish(run: IngestionRun, job: IngestionJob, on_progress: ProgressCallback
             raise Superseded
         Chunk.objects.filter(document=document).exclude(version=run.version).delete()
         _mark_ready(document, run)
-        document.kb.bump_content_version()
+        document.kb.bump_content_version([document.pk])
     run.timings_ms["publish"] = round((perf_counter() - started) * 1000, 3)
     job.embedded_chunks, job.reused_chunks = run.embedded_chunks, run.reused_chunks
     _finish_job(job, DocumentStatus.READY, timings=run.timings_ms)

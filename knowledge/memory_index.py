@@ -1,161 +1,40 @@
 """The embedded search backend: per-KB numpy vectors and BM25 postings in this process.
 
-A snapshot is built lazily from the database and tagged with the KB's content_version
-and embedder; any change bumps the version, so every process notices on its next query
-(one indexed lookup) and rebuilds.
+A snapshot (knowledge.memory_snapshot) is built lazily from the database and tagged with
+the KB's content_version and embedder. Every change bumps the version and records which
+documents it touched (ContentChange), so every process notices on its next query (one
+indexed lookup) and replaces just those documents' rows. It rebuilds only when it cannot
+tell what changed (first load, another embedder, a change log pruned past its version, a
+bump that named no documents) or when the change is large (UpdatePolicy).
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import cached_property
+from functools import partial
+from time import perf_counter
 
 import numpy as np
-from django.conf import settings
 from django.db import connection
 
-from agentic_rag.vectors import parse_vector
+from .memory_snapshot import Snapshot, UpdatePolicy, build_snapshot, compacted, load_documents, with_documents
+from .models import ContentChange, KnowledgeBase
+from .search import ChunkInfo, Hit, Placed, most_tagged
 
-from .bm25 import BM25Index
-from .models import KnowledgeBase
-from .search import CHUNK_FIELDS, ChunkInfo, Hit, Placed, chunk_info, live_entries, most_tagged
+log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, eq=False)
-class LevelIndex:
-    """One chunk level (parents or children) of a KB: row i is chunk ids[i]."""
-
-    ids: np.ndarray  # int64
-    vectors: np.ndarray  # float32 (n, dims), L2-normalised
-    bm25: BM25Index
-
-    def mask(self, only: Collection[int] | None) -> np.ndarray | None:
-        if only is None:
-            return None
-        return np.isin(self.ids, np.fromiter(only, np.int64, len(only)))
-
-    @property
-    def nbytes(self) -> int:
-        return self.ids.nbytes + self.vectors.nbytes + self.bm25.nbytes
-
-
-@dataclass(frozen=True, eq=False)
-class Snapshot:
-    version: tuple[int, str]
-    levels: dict[int, LevelIndex]
-    chunks: dict[int, ChunkInfo]
-    rows: dict[int, tuple[int, int]]  # chunk id -> (level, row)
-    tags: dict[str, list[int]]  # lowercased tag -> chunk ids
-    chapters: dict[tuple[str, str], list[int]]
-    by_position: dict[tuple[int, int, int], str]  # (doc, level, index) -> text
-
-    @cached_property
-    def nbytes(self) -> int:
-        texts = sum(sys.getsizeof(info.text) for info in self.chunks.values())
-        return texts + sum(level.nbytes for level in self.levels.values())
-
-
-def build_snapshot(kb: KnowledgeBase, version: tuple[int, str]) -> Snapshot:
-    """Load the KB's live entries and index them by level.
-
-    Rows stream from the database in batches and vectors are packed into float32 blocks
-    as they come, so the peak stays near the size of the finished index.
-    """
-    infos: list[ChunkInfo] = []
-    blocks: dict[int, _VectorBlocks] = defaultdict(_VectorBlocks)
-    entries = live_entries(kb).order_by("chunk_id").values_list(*CHUNK_FIELDS, "embedding")
-    for row in entries.iterator(chunk_size=2000):
-        info = chunk_info(row[:-1])
-        infos.append(info)
-        blocks[info.level].add(parse_vector(row[-1]))
-    levels, rows = {}, {}
-    for level, vectors in blocks.items():
-        level_infos = [info for info in infos if info.level == level]
-        ids = np.array([info.chunk_id for info in level_infos], dtype=np.int64)
-        bm25 = BM25Index.build_from_strings(info.tokens for info in level_infos)
-        levels[level] = LevelIndex(ids, vectors.matrix(), bm25)
-        rows.update({int(chunk_id): (level, row) for row, chunk_id in enumerate(ids)})
-    return Snapshot(version, levels, {i.chunk_id: i for i in infos}, rows, *_lookups(infos))
-
-
-class _VectorBlocks:
-    """Vectors packed into float32 blocks of _BLOCK rows as they arrive."""
-
-    _BLOCK = 4096
-
-    def __init__(self) -> None:
-        self.blocks: list[np.ndarray] = []
-        self.pending: list[np.ndarray] = []
-
-    def add(self, vector: np.ndarray) -> None:
-        self.pending.append(vector)
-        if len(self.pending) == self._BLOCK:
-            self._pack()
-
-    def _pack(self) -> None:
-        if self.pending:
-            self.blocks.append(np.vstack(self.pending).astype(np.float32, copy=False))
-            self.pending = []
-
-    def matrix(self) -> np.ndarray:
-        self._pack()
-        return np.concatenate(self.blocks) if len(self.blocks) > 1 else self.blocks[0]
-
-
-def _lookups(infos: Sequence[ChunkInfo]) -> tuple[dict, dict, dict]:
-    tags: dict[str, list[int]] = defaultdict(list)
-    chapters: dict[tuple[str, str], list[int]] = defaultdict(list)
-    by_position = {}
-    for info in infos:
-        for tag in info.tags:
-            tags[tag.lower()].append(info.chunk_id)
-        chapters[(info.chapter_level_1, info.chapter_level_2)].append(info.chunk_id)
-        by_position[(info.doc_id, info.level, info.index)] = info.text
-    return dict(tags), dict(chapters), by_position
-
-
-_scan_pools: dict[int, ThreadPoolExecutor] = {}  # by thread count
-_scan_pool_lock = threading.Lock()
-
-
-def similarities(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """vectors @ query, in shards on several threads when the matrix is large.
-
-    A matrix-vector product is bound by memory bandwidth, which one core does not use up:
-    two shards at 100k × 1024 take 20 ms where one takes 28 ms (2 cores).
-    """
-    threads = settings.VECTOR_SCAN_THREADS
-    rows = vectors.shape[0]
-    if threads < 2 or rows < max(settings.VECTOR_SCAN_PARALLEL_ROWS, threads):
-        return vectors @ query
-    scores = np.empty(rows, dtype=np.result_type(vectors, query))
-    bounds = np.linspace(0, rows, threads + 1, dtype=np.int64)
-
-    def scan(shard: int) -> None:
-        start, end = bounds[shard], bounds[shard + 1]
-        np.matmul(vectors[start:end], query, out=scores[start:end])
-
-    list(_pool(threads).map(scan, range(threads)))
-    return scores
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    with _scan_pool_lock:
-        if threads not in _scan_pools:
-            _scan_pools[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
-        return _scan_pools[threads]
-
+Version = tuple[int, str]  # (content_version, embedder)
+Job = Callable[[], None]
 
 _VERSION_SQL = "SELECT content_version, embedder FROM {table} WHERE id = %s"
 
 
-def current_version(kb_id: int) -> tuple[int, str]:
+def current_version(kb_id: int) -> Version:
     """The KB's (content_version, embedder), read with one indexed lookup.
 
     Every query asks, so this skips the ORM's query building (~0.3 ms a call against
@@ -170,21 +49,58 @@ def current_version(kb_id: int) -> tuple[int, str]:
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, top_k: int) -> list[Hit]:
+    """The top_k finite scores, best first; equal scores go to the lower chunk id.
+
+    By id, not by row: a snapshot that took changes holds its rows in another order than
+    a fresh build, and both must rank alike.
+    """
     if top_k <= 0 or scores.size == 0:
         return []
     top_k = min(top_k, scores.size)
-    best = np.argpartition(-scores, top_k - 1)[:top_k]
-    best = best[np.argsort(-scores[best], kind="stable")]
+    kth = np.partition(scores, scores.size - top_k)[scores.size - top_k]
+    above, ties = np.flatnonzero(scores > kth), np.flatnonzero(scores == kth)
+    need = top_k - above.size  # at least 1: kth is itself among the top_k
+    if ties.size > need:
+        ties = ties[np.argpartition(ids[ties], need - 1)[:need]]
+    best = np.concatenate((above, ties))
+    best = best[np.lexsort((ids[best], -scores[best]))]
     return [(int(ids[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
 
 
-class MemoryBackend:
-    """Search backend over in-process snapshots, one per KB."""
+_compaction_pool: ThreadPoolExecutor | None = None
+_compaction_pool_lock = threading.Lock()
 
-    def __init__(self) -> None:
+
+def run_in_background(job: Job) -> None:
+    """Run a compaction on this process's one compaction thread, off every query's path."""
+    global _compaction_pool
+    with _compaction_pool_lock:
+        if _compaction_pool is None:
+            _compaction_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-compaction")
+    _compaction_pool.submit(job)
+
+
+class MemoryBackend:
+    """Search backend over in-process snapshots, one per KB.
+
+    `run_compaction` runs a job that compacts a snapshot (default: on a background
+    thread; tests pass one that runs it at once).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: UpdatePolicy = UpdatePolicy(),
+        run_compaction: Callable[[Job], object] = run_in_background,
+    ) -> None:
         self._snapshots: dict[int, Snapshot] = {}
         self._lock = threading.Lock()
         self._pinned = threading.local()
+        self._policy = policy
+        self._run_compaction = run_compaction
+        self._compacting: set[int] = set()  # KBs with a compaction queued or running
+        # How snapshots were made: "rebuilt", "changed" (in place) or "compacted".
+        self.updates: Counter[str] = Counter()
 
     @contextmanager
     def pinned(self, kb: KnowledgeBase) -> Iterator[None]:
@@ -203,31 +119,98 @@ class MemoryBackend:
         if pinned is not None:
             return pinned
         # Read the version before the entries: a change landing in between makes the
-        # snapshot look older than it is (one extra rebuild), never newer.
+        # snapshot look older than it is (its documents applied once more), never newer.
         version = current_version(kb.pk)
         snapshot = self._snapshots.get(kb.pk)
         if snapshot is not None and snapshot.version == version:
             return snapshot
         with self._lock:
             snapshot = self._snapshots.get(kb.pk)
+            if snapshot is not None and snapshot.version[0] > version[0]:
+                # Another thread applied a change newer than the version this one read.
+                version = current_version(kb.pk)
             if snapshot is None or snapshot.version != version:
-                kb.embedder = version[1]
-                snapshot = self._snapshots[kb.pk] = build_snapshot(kb, version)
+                snapshot = self._snapshots[kb.pk] = self._updated(kb, snapshot, version)
+        self._compact_if_worth_it(kb.pk)
         return snapshot
+
+    def _updated(self, kb: KnowledgeBase, held: Snapshot | None, version: Version) -> Snapshot:
+        """The KB's snapshot at `version`: `held` with the changes since, or else rebuilt."""
+        started = perf_counter()
+        changed = self._with_changes(kb, held, version) if held is not None else "first load"
+        if isinstance(changed, Snapshot):
+            self.updates["changed"] += 1
+            log.debug("applied KB %s's changes from version %s to %s in %.1f ms",
+                      kb.pk, held.version[0], version[0], (perf_counter() - started) * 1000)
+            return changed
+        kb.embedder = version[1]
+        snapshot = build_snapshot(kb, version)
+        self.updates["rebuilt"] += 1
+        log.info("rebuilt the index of KB %s at version %s in %.2f s (%s)",
+                 kb.pk, version[0], perf_counter() - started, changed)
+        return snapshot
+
+    def _with_changes(self, kb: KnowledgeBase, held: Snapshot, version: Version) -> Snapshot | str:
+        """`held` with the documents changed since its version replaced, or why it cannot be."""
+        if held.version[1] != version[1]:
+            return "another embedder"
+        documents = ContentChange.objects.documents_changed(kb.pk, since=held.version[0], until=version[0])
+        if documents is None:
+            return f"no record of what changed from version {held.version[0]}"
+        limit = self._policy.max_delta_rows(len(held.chunks))
+        removed = sum(len(held.by_document.get(document, ())) for document in documents)
+        rows = load_documents(kb, documents, limit=limit - removed + 1) if removed <= limit else []
+        if removed + len(rows) > limit:
+            return f"more than {limit} chunks changed"
+        return with_documents(held, version, documents, rows)
+
+    def _compact_if_worth_it(self, kb_id: int) -> None:
+        with self._lock:
+            snapshot = self._snapshots.get(kb_id)
+            if kb_id in self._compacting or snapshot is None or not self._policy.wants_compaction(snapshot):
+                return
+            self._compacting.add(kb_id)
+        self._run_compaction(partial(self._compact, kb_id))
+
+    def _compact(self, kb_id: int) -> None:
+        """Compact the KB's newest snapshot, and again if a change replaced it meanwhile."""
+        try:
+            while True:
+                with self._lock:
+                    snapshot = self._snapshots.get(kb_id)
+                    if snapshot is None or not self._policy.wants_compaction(snapshot):
+                        self._compacting.discard(kb_id)
+                        return
+                started = perf_counter()
+                compact = compacted(snapshot)
+                with self._lock:
+                    if self._snapshots.get(kb_id) is snapshot:
+                        self._snapshots[kb_id] = compact
+                        self.updates["compacted"] += 1
+                        self._compacting.discard(kb_id)
+                        log.info("compacted the index of KB %s in %.2f s", kb_id, perf_counter() - started)
+                        return
+                # A change replaced the snapshot meanwhile: compact the newer one.
+        except Exception:
+            log.exception("compacting the index of KB %s failed", kb_id)
+            with self._lock:
+                self._compacting.discard(kb_id)
 
     def keyword(self, kb, tokens: Sequence[str], *, level: int, top_k: int, only=None) -> list[Hit]:
         index = self.snapshot(kb).levels.get(level)
         if index is None or not tokens:
             return []
-        hits = index.bm25.search(tokens, top_k, allowed=index.mask(only))
+        hits = index.bm25.search(tokens, top_k, allowed=index.mask(only), tiebreak=index.tiebreak)
         return [(int(index.ids[row]), score) for row, score in hits]
 
     def vector(self, kb, query: np.ndarray, *, level: int, top_k: int, only=None) -> list[Hit]:
         index = self.snapshot(kb).levels.get(level)
         if index is None or not np.any(query):
             return []  # a zero vector ranks nothing; its arbitrary order would still earn RRF credit
-        scores = similarities(index.vectors, query.astype(np.float32, copy=False))
+        scores = index.vectors.similarities(query.astype(np.float32, copy=False))
         mask = index.mask(only)
+        if index.bm25.n_dead:
+            mask = index.alive if mask is None else mask & index.alive
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
         return _top(index.ids, scores, top_k)
@@ -260,7 +243,7 @@ class MemoryBackend:
                 by_level[level][0].append(position)
                 by_level[level][1].append(row)
         for level, (positions, rows) in by_level.items():
-            scores[positions] = snapshot.levels[level].vectors[rows] @ query
+            scores[positions] = snapshot.levels[level].vectors.take(rows) @ query
         return scores
 
     def neighbours(self, kb, chunks: Sequence[Placed]) -> Mapping[tuple[int, int, int], str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 from django.urls import reverse
@@ -117,8 +119,19 @@ class KnowledgeBase(models.Model):
             chunks=Coalesce(Sum("chunk_count"), 0),
         )
 
-    def bump_content_version(self) -> None:
-        KnowledgeBase.objects.filter(pk=self.pk).update(content_version=F("content_version") + 1)
+    def bump_content_version(self, documents: Iterable[int] | None = None) -> int:
+        """Move the content version on, recording which documents changed; return the new version.
+
+        `documents` None means anything may have changed: processes rebuild their index of
+        the KB instead of reloading just those documents' chunks.
+        """
+        with transaction.atomic():
+            KnowledgeBase.objects.filter(pk=self.pk).update(content_version=F("content_version") + 1)
+            # The update holds the row's lock (SQLite: the database's) until the commit, so
+            # this reads this bump's number, and the record commits with it.
+            version = KnowledgeBase.objects.filter(pk=self.pk).values_list("content_version", flat=True).get()
+            ContentChange.objects.record(self.pk, version, documents)
+        return version
 
 
 class DocumentStatus(models.TextChoices):
@@ -328,3 +341,52 @@ class SearchEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chunk_id} by {self.embedder}"
+
+
+# Change records kept per KB: a process whose index is older than this many changes
+# rebuilds it, as it would for a change this large anyway.
+CONTENT_CHANGES_KEPT = 1000
+
+
+class ContentChangeQuerySet(models.QuerySet):
+    def record(self, kb_id: int, version: int, documents: Iterable[int] | None) -> None:
+        """Record what one bump changed, and forget the KB's records CONTENT_CHANGES_KEPT bumps old."""
+        listed = None if documents is None else sorted(set(documents))
+        self.create(kb_id=kb_id, version=version, documents=listed)
+        self.filter(kb_id=kb_id, version__lte=version - CONTENT_CHANGES_KEPT).delete()
+
+    def documents_changed(self, kb_id: int, *, since: int, until: int) -> set[int] | None:
+        """The ids of the documents changed after version `since` up to `until`, or None if unknown.
+
+        Unknown: a version in between has no record (pruned, or bumped before records
+        were kept) or changed anything (its documents are None).
+        """
+        if until < since or until - since > CONTENT_CHANGES_KEPT:
+            return None
+        if until == since:
+            return set()
+        changes = list(
+            self.filter(kb_id=kb_id, version__gt=since, version__lte=until).values_list("documents", flat=True)
+        )
+        if len(changes) != until - since or any(documents is None for documents in changes):
+            return None
+        return {document for documents in changes for document in documents}
+
+
+class ContentChange(models.Model):
+    """Which documents one bump of a KB's content_version changed: in-process indexes reload just those."""
+
+    kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="+")
+    version = models.PositiveBigIntegerField()
+    # Ids of documents added, replaced or deleted (so no foreign key); null: anything.
+    documents = models.JSONField(null=True, blank=True)
+
+    objects = ContentChangeQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "version"], name="content_change_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kb_id} v{self.version}: {self.documents}"

@@ -1,8 +1,9 @@
 """The search backend contract: keyword and vector legs over a KB's live chunks.
 
 Two backends keep it: `memory_index.MemoryBackend` (embedded default: per-process numpy
-and BM25 indexes rebuilt when the KB's content_version moves) and `pg_search.PgBackend`
-(full stack: pgvector HNSW and PostgreSQL full-text; no process holds an index).
+and BM25 indexes, updated with the changed documents when the KB's content_version
+moves) and `pg_search.PgBackend` (full stack: pgvector HNSW and PostgreSQL full-text; no
+process holds an index).
 """
 
 from __future__ import annotations
@@ -144,6 +145,18 @@ def live_entries(kb: KnowledgeBase) -> QuerySet:
     return SearchEntry.objects.filter(kb=kb, embedder=Subquery(current_embedder)).filter(
         chunk__version=F("chunk__document__live_version")
     )
+
+
+def live_entries_of(kb: KnowledgeBase, documents: Collection[int]) -> QuerySet:
+    """`live_entries` of some of the KB's documents, found from the documents' chunks.
+
+    Filtered on the entry's own KB column, SQLite scans all the KB's entries once there
+    are two or more documents (220 ms for 8 documents at 100k chunks, against 17 ms).
+    """
+    current_embedder = KnowledgeBase.objects.filter(pk=kb.pk).values("embedder")[:1]
+    return SearchEntry.objects.filter(
+        chunk__document_id__in=list(documents), chunk__document__kb=kb, embedder=Subquery(current_embedder)
+    ).filter(chunk__version=F("chunk__document__live_version"))
 
 
 CHUNK_FIELDS = (

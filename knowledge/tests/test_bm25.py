@@ -150,9 +150,10 @@ def test_it_reports_its_length_and_memory():
 
 
 def test_it_cannot_be_changed_after_build():
-    index = BM25Index.build(DOCS)
-    with pytest.raises(ValueError):
-        index.weights[0] = 1.0
+    index = BM25Index.build(DOCS).appended(["wing wing"]).without({0: " ".join(DOCS[0])})
+    for array in (index.segments[0].tf, index.segments[1].rows, index.dfs[0], index.alive, index.norm):
+        with pytest.raises(ValueError):
+            array[0] = 1
 
 
 @pytest.mark.parametrize("texts", [
@@ -164,6 +165,85 @@ def test_it_builds_the_same_index_from_token_strings(texts):
     from_lists = BM25Index.build([text.split() for text in texts])
     from_strings = BM25Index.build_from_strings(iter(texts))
 
-    assert from_strings.vocabulary == from_lists.vocabulary and from_strings.n_rows == from_lists.n_rows
-    for array_name in ("indptr", "rows", "weights"):
-        np.testing.assert_array_equal(getattr(from_strings, array_name), getattr(from_lists, array_name))
+    assert from_strings.n_rows == from_lists.n_rows == len(texts)
+    assert len(from_strings.segments) == len(from_lists.segments) == (1 if texts else 0)
+    for strings, lists in zip(from_strings.segments, from_lists.segments, strict=True):
+        assert strings.vocabulary == lists.vocabulary
+        for array_name in ("indptr", "rows", "tf"):
+            np.testing.assert_array_equal(getattr(strings, array_name), getattr(lists, array_name))
+    np.testing.assert_array_equal(from_strings.norm, from_lists.norm)
+
+
+# --- rows added and removed ------------------------------------------------------------------
+
+
+def _random_texts(rng: np.random.Generator, count: int, vocabulary: int = 60) -> list[str]:
+    lengths = rng.integers(0, 25, size=count)
+    return [" ".join(f"t{rank}" for rank in (rng.zipf(1.3, length) - 1) % vocabulary) for length in lengths]
+
+
+QUERIES_BY_RANK = [["t0"], ["t1", "t0", "t0"], ["t7", "t30"], ["t59", "t2", "t3", "t4"], ["t0", "t1", "t2", "t3", "t5"]]
+
+
+def _assert_scores_as_built_from(index: BM25Index, live: dict[int, str]) -> None:
+    """Scores of every live row equal those of a fresh build over the live rows alone."""
+    rows = sorted(live)
+    fresh = BM25Index.build_from_strings(live[row] for row in rows)
+    for query in QUERIES_BY_RANK:
+        scores = index.scores(query)
+        np.testing.assert_allclose(scores[rows], fresh.scores(query), rtol=1e-6)
+        assert not np.delete(scores, rows).any()  # removed rows score nothing
+        expected = [(rows[row], score) for row, score in fresh.search(query, 8)]
+        found = index.search(query, 8)
+        assert [row for row, _ in found] == [row for row, _ in expected]
+        np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_added_and_removed_score_as_a_fresh_build(seed):
+    rng = np.random.default_rng(seed)
+    texts = _random_texts(rng, 300)
+    index = BM25Index.build_from_strings(texts)
+    live = dict(enumerate(texts))
+    for _ in range(6):  # a document replaced: some rows out, a few new ones in
+        out = {int(row): live.pop(int(row)) for row in rng.choice(sorted(live), size=20, replace=False)}
+        added = _random_texts(rng, int(rng.integers(0, 30)))
+        index = index.without(out).appended(added)
+        live.update({index.n_rows - len(added) + i: text for i, text in enumerate(added)})
+        _assert_scores_as_built_from(index, live)
+
+    assert len(index.segments) > 1 and index.n_live == len(live)
+    compact = index.compacted()
+    assert len(compact.segments) == 1 and compact.n_rows == compact.n_live == len(live)
+    _assert_scores_as_built_from(compact, dict(enumerate(live[row] for row in sorted(live))))
+    fresh = BM25Index.build_from_strings(live[row] for row in sorted(live))
+    assert set(compact.segments[0].vocabulary) == set(fresh.segments[0].vocabulary)
+
+
+def test_a_term_whose_rows_are_all_removed_finds_nothing():
+    index = BM25Index.build_from_strings(["alpha beta", "beta gamma", "gamma"])
+
+    changed = index.without({0: "alpha beta"})
+
+    assert changed.search(["alpha"]) == [] and not changed.scores(["alpha"]).any()
+    assert [row for row, _ in changed.search(["beta", "gamma"])] == [1, 2]
+    assert "alpha" not in changed.compacted().segments[0].vocabulary
+    assert changed.n_live == 2 and len(changed) == 3
+
+
+def test_it_removes_only_live_rows_of_the_index():
+    index = BM25Index.build_from_strings(["alpha beta", "beta gamma"]).without({0: "alpha beta"})
+
+    for rows in ({0: "alpha beta"}, {2: "beta"}, {-1: "beta"}):
+        with pytest.raises(ValueError):
+            index.without(rows)
+
+
+def test_a_change_leaves_the_index_it_came_from_as_it_was():
+    index = BM25Index.build_from_strings(["alpha beta", "beta gamma", "gamma delta"])
+    before = index.scores(["beta", "gamma"])
+
+    index.without({1: "beta gamma"}).appended(["beta beta beta"])
+
+    np.testing.assert_array_equal(index.scores(["beta", "gamma"]), before)
+    assert index.n_live == 3 and len(index.segments) == 1

@@ -588,7 +588,7 @@ def _kb_indexes() -> list[str]:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_sharded_vector_scan_gives_the_single_scan_scores(settings, threads):
-    from knowledge.memory_index import similarities
+    from knowledge.vector_rows import similarities
 
     settings.VECTOR_SCAN_THREADS, settings.VECTOR_SCAN_PARALLEL_ROWS = threads, 10
     rng = np.random.default_rng(3)

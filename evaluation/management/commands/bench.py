@@ -1,4 +1,4 @@
-"""manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N | bench corpus --squad FILE --out DIR
+"""manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
 | bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
 | bench load [--sessions N] [--servers N | --url URL ...]"""
 
@@ -23,6 +23,7 @@ from evaluation.document_chat_bench import bench_document_chat
 from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
+    bench_delta,
     bench_retrieval,
     embedder_name_and_dims,
     generate_corpus,
@@ -52,6 +53,10 @@ class Command(BaseCommand):
         retrieval.add_argument(
             "--embedder", default="", metavar="NAME",
             help="vectors of this embedder's dimension (default: EMBEDDER; e5-small is what KBs upgrade to)",
+        )
+        retrieval.add_argument(
+            "--delta", action="store_true",
+            help="time applying a document's add, replace and delete to a warm embedded index, against a full build",
         )
         retrieval.add_argument("--json", action="store_true")
         chat = sub.add_parser("chat", help="time the chat pipeline on a KB (extractive; --fake-llm adds a streaming model)")
@@ -119,6 +124,9 @@ class Command(BaseCommand):
             started = time.perf_counter()
             generate_corpus(kb, SyntheticCorpus(children=options["chunks"], dims=dims), name)
             self.stderr.write(f"generated {options['chunks']} child chunks in {time.perf_counter() - started:.1f} s")
+        if options["delta"]:
+            corpus = SyntheticCorpus(children=options["chunks"], dims=dims)
+            return bench_delta(kb, corpus, name, queries=min(options["queries"], 50))
         return bench_retrieval(kb, queries=options["queries"], mode=options["mode"])
 
     def _bench_load(self, options) -> dict:
