@@ -339,6 +339,9 @@ KB_AUTO_ROUTE = envbool("KB_AUTO_ROUTE", "true")
 KB_ROUTE_MIN_SCORE = envfloat("KB_ROUTE_MIN_SCORE", "0.15")
 # Workers (chat.workers): each retrieval worker of a fan-out gets this long (seconds).
 CHAT_WORKER_TIMEOUT_S = envfloat("CHAT_WORKER_TIMEOUT_S", "5")
+# Agents (deep research, plan-execute, ReAct): each model call gets this long; after one
+# fails, the rest of that run decides by rules.
+CHAT_AGENT_MODEL_TIMEOUT_S = envfloat("CHAT_AGENT_MODEL_TIMEOUT_S", "10")
 # Rate limits of /api/chat, /api/chat/stream, the send view and the websocket (requests per
 # second; 0 switches a level off): a global token bucket, sliding windows per user and session.
 RATE_LIMIT_GLOBAL_QPS = envint("RATE_LIMIT_GLOBAL_QPS", "1000")

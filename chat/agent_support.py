@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
+
 from agentic_rag.llm import CompletionOptions, LLMError, Message
 from agentic_rag.llm.extractive import model_json
 from graphrag.search import graph_index
@@ -76,6 +78,23 @@ def combined_result(
     )
 
 
+class RunModel:
+    """The model as one agent run asks it. Once a call fails (an error, or no answer within
+    CHAT_AGENT_MODEL_TIMEOUT_S), the run goes on by its rules and never waits on it again:
+    a hung model costs an agent one timeout, not one per round."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self.failure = ""
+
+    @property
+    def has_model(self) -> bool:
+        return bool(getattr(self._llm, "has_model", False)) and not self.failure
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+
 def ask_model(llm: Any, system: str, user: str, schema_hint: str, *, field: str, max_tokens: int) -> dict | None:
     """The configured model's JSON answer, or None: no model, or no usable answer (then the
     caller's rules decide, as they do offline)."""
@@ -85,10 +104,12 @@ def ask_model(llm: Any, system: str, user: str, schema_hint: str, *, field: str,
         return model_json(
             llm,
             [Message("system", system), Message("user", user)],
-            CompletionOptions(temperature=0.0, max_tokens=max_tokens, timeout_s=10),
+            CompletionOptions(temperature=0.0, max_tokens=max_tokens, timeout_s=settings.CHAT_AGENT_MODEL_TIMEOUT_S),
             schema_hint,
             field=field,
         )
     except (LLMError, ValueError, TypeError, AttributeError) as error:
         logger.info("the model gave no usable %s, the rules decide: %s", field, error)
+        if isinstance(error, LLMError) and isinstance(llm, RunModel):
+            llm.failure = f"the model failed ({error}); the rules went on"
         return None

@@ -32,7 +32,15 @@ from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import ask_model, combined_result, graph_mode, search_params, the_kb, worker_output
+from .agent_support import (
+    RunModel,
+    ask_model,
+    combined_result,
+    graph_mode,
+    search_params,
+    the_kb,
+    worker_output,
+)
 from .pipeline.stages import evidence_coverage
 
 MAX_ROUNDS = 3
@@ -145,7 +153,7 @@ class DeepResearchWorker:
         tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
         kb = the_kb(self.kb_slug, kb)
-        llm = llm if llm is not None else get_llm()
+        llm = RunModel(llm if llm is not None else get_llm())
         emit = on_event or (lambda kind, data: None)
         mode = graph_mode(kb)
         has_graph = mode == "hybrid+graph"
@@ -189,10 +197,11 @@ class DeepResearchWorker:
         if not references and results:
             references = list(results[0].references)
         open_subs = [s.text for s in subs if not s.answered]
-        warnings = [f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}"] if open_subs else []
+        uncovered = f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}" if open_subs else ""
+        warnings = [warning for warning in (uncovered, llm.failure) if warning]
         return worker_output(
             combined_result(query, "deep_research", results, references, warnings=warnings, parts=[s.text for s in subs]),
-            incomplete="; ".join(warnings),
+            incomplete=uncovered,
         )
 
 

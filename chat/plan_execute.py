@@ -31,7 +31,15 @@ from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import ask_model, combined_result, graph_mode, search_params, the_kb, worker_output
+from .agent_support import (
+    RunModel,
+    ask_model,
+    combined_result,
+    graph_mode,
+    search_params,
+    the_kb,
+    worker_output,
+)
 from .deep_research import SubQuestion, interleave, rule_decompose
 from .pipeline.stages import evidence_coverage
 
@@ -204,7 +212,7 @@ class PlanExecuteWorker:
         tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
         kb = the_kb(self.kb_slug, kb)
-        llm = llm if llm is not None else get_llm()
+        llm = RunModel(llm if llm is not None else get_llm())
         emit = on_event or (lambda kind, data: None)
         plan = model_plan(query, llm) or rule_plan(query)
         emit("plan", plan.as_event())

@@ -32,7 +32,15 @@ from knowledge.fusion import expand_query
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
-from .agent_support import ask_model, combined_result, graph_mode, search_params, the_kb, worker_output
+from .agent_support import (
+    RunModel,
+    ask_model,
+    combined_result,
+    graph_mode,
+    search_params,
+    the_kb,
+    worker_output,
+)
 from .pipeline.stages import evidence_coverage
 from .pipeline.tools import AgentTools, ToolCall, ToolChannel, ToolContext, ToolResult, run_calls
 
@@ -139,7 +147,7 @@ class ReactWorker:
         tools: AgentTools | None = None,  # the chat's tools; without them, retrieval tools only
     ) -> dict[str, Any]:
         kb = the_kb(self.kb_slug, kb)
-        llm = llm if llm is not None else get_llm()
+        llm = RunModel(llm if llm is not None else get_llm())
         emit = on_event or (lambda kind, data: None)
         params = {
             "vector_retrieve": search_params(kb, "hybrid", top_k=top_k, rerank=rerank),

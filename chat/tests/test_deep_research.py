@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -204,3 +205,20 @@ def test_an_agent_stopped_at_its_cap_leaves_a_stored_answer_flagged_partial(docs
     message = Message.objects.get(pk=result.message_id)
     assert message.partial and message.debug["incomplete"] == result.incomplete
     assert events.one("final").data["partial"] is True
+
+
+def test_a_hung_model_costs_one_timeout_and_the_rules_finish_the_research(kb, fake_server, settings):
+    from agentic_rag.llm.testing import FakeReply
+
+    ingest(kb)
+    settings.CHAT_AGENT_MODEL_TIMEOUT_S = 0.3
+    fake_server.default = FakeReply(headers_delay_s=3)  # it never answers in time
+    started = time.perf_counter()
+
+    output = DeepResearchWorker(kb.slug).retrieve_with_trace("Which broker does Celery use? What does LightRAG extend?",
+                                                             llm=model_router(fake_server))
+
+    assert time.perf_counter() - started < 2.5  # one wait, not one per round
+    assert len(fake_server.chat_requests) == 1
+    assert {"ops.md", "graph.md"} <= {c.doc_name for c in output["reference"]}
+    assert any("the model failed" in w for w in output["retrieval_results"][0].warnings)
