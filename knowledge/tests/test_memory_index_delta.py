@@ -8,18 +8,18 @@ import time
 import numpy as np
 import pytest
 from django.db import connection, transaction
-from django.test import TestCase
 
 from agentic_rag.embeddings import HashingEmbedder, get_embedder
 from knowledge import ingest as ingest_module
 from knowledge import memory_index, memory_snapshot, models
 from knowledge.analysis import analyze
 from knowledge.indexing import reembed_knowledge_base
-from knowledge.ingest import delete_document, run_ingestion, submit_document
+from knowledge.ingest import delete_document
 from knowledge.memory_index import MemoryBackend
 from knowledge.memory_snapshot import UpdatePolicy
 from knowledge.models import Chunk, ContentChange, Document, KnowledgeBase
 from knowledge.retrieval import RetrievalParams, retrieve
+from knowledge.tests.test_search_backends import ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -66,16 +66,6 @@ Measure the dry film thickness of the coating at five points per member.
 
 QUERIES = ["curing concrete", "ultrasonic weld inspection", "galvanized coating", "formwork concrete strength",
            "zeolite", "inspection", "GB 50204"]
-
-
-def ingest(kb: KnowledgeBase, name: str, text: str) -> Document:
-    queued: list[int] = []
-    # A test inside a transaction never commits, so on-commit callbacks run as if it had.
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        outcome = submit_document(kb, name, text.encode(), enqueue=queued.append)
-    for document_id in queued:
-        run_ingestion(document_id)
-    return Document.objects.get(pk=outcome.document.pk)
 
 
 def run_now(job) -> None:
