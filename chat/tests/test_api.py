@@ -13,7 +13,7 @@ from agentic_rag.models import ApiToken
 from agentic_rag.tests.llm_support import configured_as_the_model
 from chat.events import PipelineEvent
 from chat.models import Conversation, Message
-from chat.pipeline import export_graph
+from chat.pipeline import ChatResult, export_graph
 from knowledge.models import KnowledgeBase
 
 from .web_factories import ingest, wait_for_answer
@@ -109,6 +109,7 @@ def test_it_answers_as_one_json_object(alice_client, ready_kb):
     assert body["trace_id"] and body["session_id"]
     assert [stage["name"] for stage in body["stages"]][-1] == "generate"
     assert all(stage["status"] for stage in body["stages"])
+    assert list(body) == list(ChatResult().as_json())  # the one result shape `ask --json` prints too
 
 
 def test_it_takes_form_data_too(alice_client, ready_kb):
