@@ -224,7 +224,7 @@ class MemoryBackend:
         most = most_tagged(max_share, len(snapshot.chunks))
         matches: Counter[int] = Counter()
         for keyword in {k.lower() for k in keywords if k}:
-            # LIKE '%keyword%', as seed 002's tag path; one count per matching tag.
+            # A substring match, as SQL's LIKE '%keyword%'; one count per matching tag.
             found = Counter(chunk_id for tag, ids in snapshot.tags.items() if keyword in tag for chunk_id in ids)
             if most is None or len(found) <= most:
                 matches.update(found)

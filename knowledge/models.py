@@ -287,7 +287,7 @@ class Chunk(models.Model):
         indexes = [
             models.Index(fields=["document", "version", "level", "index"]),
             models.Index(fields=["kb", "level"]),
-            # The same-chapter recall path of seed 002 looks chunks up by chapter.
+            # Multipath's same-chapter recall path looks chunks up by chapter.
             models.Index(fields=["kb", "chapter_level_1", "chapter_level_2"]),
         ]
 
