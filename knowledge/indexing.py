@@ -18,12 +18,19 @@ from .search import refresh_planner_statistics
 
 log = logging.getLogger(__name__)
 
+# Vectors a re-embedding run keeps to reuse for a later batch's equal texts (~6 MB of e5's).
+KNOWN_VECTORS = 4096
+
 
 def index_text(chunk: Chunk) -> str:
-    """The text a chunk is searched by: its section title, then its own text."""
+    """The text a chunk is searched by: its section title, then its own text.
+
+    Laid out as its parent's text is (title, blank line, body), so the child of a section
+    short enough for one child has its parent's very text, and is embedded once for both.
+    """
     if chunk.level == Chunk.PARENT or not chunk.section_title:
         return chunk.text
-    return f"{chunk.section_title}\n{chunk.text}"
+    return f"{chunk.section_title}\n\n{chunk.text}"
 
 
 def embedder_for(kb: KnowledgeBase) -> Embedder:
@@ -35,17 +42,20 @@ def embedder_for(kb: KnowledgeBase) -> Embedder:
     return get_embedder(kb.embedder)
 
 
-def embed_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+def embed_unique(embedder: Embedder, texts: Sequence[str], known: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """Embed each distinct text once: a section with one paragraph is indexed twice (parent
-    and child) with the same text, which is much of a corpus of short passages."""
+    and child) with the same text, which is most of a corpus of short sections.
+
+    `known` holds vectors of texts embedded before (by an earlier batch of the same run);
+    those are reused, and this call's vectors are added to it.
+    """
     if not texts:  # no call for nothing: a remote embedder would probe its dimension
         return np.zeros((0, 0), dtype=np.float32)
-    distinct = list(dict.fromkeys(texts))
-    if len(distinct) == len(texts):
-        return embedder.embed_passages(list(texts))
-    vectors = embedder.embed_passages(distinct)
-    row = {text: i for i, text in enumerate(distinct)}
-    return vectors[[row[text] for text in texts]]
+    known = {} if known is None else known
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        known.update(zip(missing, embedder.embed_passages(missing), strict=True))
+    return np.vstack([known[text] for text in texts])
 
 
 def embed_stage(run: IngestionRun) -> None:
@@ -176,10 +186,14 @@ def _embed_missing(
     """Embed, batch by batch and outside any lock, the KB's chunks with no entry under `embedder`."""
     missing = Chunk.objects.filter(kb=kb).without_entry(embedder.name)
     on_batch(done, done + missing.count())
+    # A parent and its child that share a text can fall into different batches.
+    known: dict[str, np.ndarray] = {}
     while batch := list(missing.order_by("pk")[:batch_size]):
-        _embed_into_entries(batch, embedder)
+        _embed_into_entries(batch, embedder, known)
         done += len(batch)
         on_batch(done, done + missing.count())
+        if len(known) > KNOWN_VECTORS:
+            known.clear()
     return done
 
 
@@ -205,8 +219,10 @@ def _switch(kb: KnowledgeBase, embedder: Embedder, *, limit: int, has_embedded: 
     return len(late)
 
 
-def _embed_into_entries(chunks: Sequence[Chunk], embedder: Embedder) -> None:
-    vectors = embed_unique(embedder, [index_text(chunk) for chunk in chunks])
+def _embed_into_entries(
+    chunks: Sequence[Chunk], embedder: Embedder, known: dict[str, np.ndarray] | None = None
+) -> None:
+    vectors = embed_unique(embedder, [index_text(chunk) for chunk in chunks], known)
     SearchEntry.objects.bulk_create(_entries(chunks, vectors, embedder.name), ignore_conflicts=True)
 
 

@@ -115,7 +115,9 @@ def test_a_new_version_embeds_only_the_chunks_that_changed(kb, monkeypatch):
     after = _live_entries(document)
     reused = after.keys() & before.keys()
     assert counting.embedded and all("zeppelin" in text for text in counting.embedded)
-    assert len(reused) >= 2 and len(reused) + len(set(counting.embedded)) == len(after)
+    # Each changed text was embedded once, the changed section's parent and child sharing theirs.
+    assert len(reused) >= 2 and {text for _, text in after.keys() - reused} == set(counting.embedded)
+    assert len(counting.embedded) == len(set(counting.embedded)) < len(after.keys() - reused)
     for key in reused:
         assert np.array_equal(after[key][0], before[key][0]) and after[key][1] == before[key][1]
     job = document.jobs.get(version=2)
@@ -171,3 +173,17 @@ def test_a_broker_that_is_down_does_not_fail_the_first_request(settings, monkeyp
     asyncio.run(asgi.on_first_request())
 
     assert "could not resume embedding upgrades" in caplog.text
+
+
+def test_a_titled_section_of_one_child_costs_one_embedding_even_across_batches(kb, small_hashing):
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    chunks = list(Chunk.objects.filter(kb=kb))
+    texts = [index_text(chunk) for chunk in chunks]
+    counting = CountingEmbedder(small_hashing)
+
+    reembed_knowledge_base(kb, counting, batch_size=1)  # a parent and its child never share a batch
+
+    assert any(chunk.level == Chunk.CHILD and chunk.section_title for chunk in chunks)
+    assert len(set(texts)) < len(texts)  # single-child sections: the child's text is its parent's
+    assert sorted(counting.embedded) == sorted(set(texts))
+    assert SearchEntry.objects.filter(kb=kb, embedder=counting.name).count() == len(chunks)
