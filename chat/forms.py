@@ -43,7 +43,11 @@ class AskForm(forms.Form):
         )
 
     def clean_kb(self) -> str | None:
-        slug = self.cleaned_data["kb"].strip()
+        return self._readable_kb(self.cleaned_data["kb"])
+
+    def _readable_kb(self, slug: str) -> str | None:
+        """The slug of a KB the user may read; None for "auto" or none."""
+        slug = slug.strip()
         if slug in ("", AUTO):
             return None
         # One message for a KB that does not exist and one the user may not read.
@@ -71,9 +75,8 @@ class AskForm(forms.Form):
         if spec.kb_prefix:
             if data["kb"] not in (None, spec.kb_prefix):
                 raise forms.ValidationError(gettext("The agent and kb fields name different knowledge bases."))
-            self.cleaned_data["kb"] = spec.kb_prefix
             try:
-                data["kb"] = self.clean_kb()
+                data["kb"] = self._readable_kb(spec.kb_prefix)
             except forms.ValidationError as error:
                 self.add_error("kb", error)  # as a KB named in `kb`: a 404, whether missing or private
         return data

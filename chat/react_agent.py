@@ -244,8 +244,7 @@ def _chat_tools(channel: ToolChannel | None) -> dict[str, str]:
     if channel is None:
         return {}
     names = sorted(channel.available() - set(TOOLS))
-    tool_of = getattr(channel, "get", lambda name: None)
-    return {name: getattr(tool_of(name), "description", "") for name in names}
+    return {name: getattr(channel.get(name), "description", "") for name in names}
 
 
 def _call_tool(channel: ToolChannel, name: str, text: str, pad: Scratchpad, context: ToolContext) -> str:

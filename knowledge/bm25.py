@@ -319,9 +319,10 @@ class BM25Index:
             weight *= scale
             rows.append(term_rows)
             weights.append(weight)
+        if len(rows) == 1:
+            return rows[0], _frozen(weights[0])
         # Segments hold ascending row ranges, so the term's rows still ascend when joined.
-        joined = (rows[0], weights[0]) if len(rows) == 1 else (np.concatenate(rows), np.concatenate(weights))
-        return _frozen(joined[0]) if len(rows) > 1 else joined[0], _frozen(joined[1])
+        return _frozen(np.concatenate(rows)), _frozen(np.concatenate(weights))
 
     def _spans(self, term: str) -> list[tuple[Postings, int, int]]:
         """(segment, term id, live df there) of each segment that knows the term."""

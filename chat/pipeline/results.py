@@ -49,13 +49,15 @@ def finish(run: ChatRun) -> None:
         if citation.doc:
             run.emit("citation", "generate", **citation.as_dict())
     answer = display_answer(raw)
+    shown = [c.as_dict() for c in citations if c.doc]  # a `[n]` past the evidence points at nothing
+    verification = [c.as_verification() for c in citations]
     message_id = None
     try:
-        message_id = _store(run, answer, citations, total_ms)
+        message_id = _store(run, answer, shown, verification, total_ms)
     except Exception as error:  # the answer was shown; say it could not be kept
         logger.exception("storing the chat exchange failed")
         run.status, run.error, run.error_code = TraceStatus.FAILED, f"the answer could not be stored: {error}", "store_failed"
-    data = _final_data(run, answer, citations, total_ms, message_id)
+    data = _final_data(run, answer, shown, verification, total_ms, message_id)
     if run.status == TraceStatus.FAILED:
         run.emit("error", "generate" if run.pieces else "", total_ms, message=run.error, code=run.error_code, **data)
     else:
@@ -89,8 +91,9 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
     return citations
 
 
-def _store(run: ChatRun, answer: str, citations: list[Citation], total_ms: float) -> int | None:
-    verification = [c.as_verification() for c in citations]
+def _store(
+    run: ChatRun, answer: str, shown: list[dict[str, Any]], verification: list[dict[str, Any]], total_ms: float
+) -> int | None:
     exchange = Exchange(
         conversation=run.conversation,
         trace_id=run.trace_id,
@@ -106,7 +109,7 @@ def _store(run: ChatRun, answer: str, citations: list[Citation], total_ms: float
         shortcut=run.shortcut,
         total_ms=total_ms,
         first_token_ms=run.first_token_ms,
-        citations=_shown(citations),
+        citations=shown,
         verification=verification,
         debug=_debug(run, verification),
         spans=list(run.recorder.spans),
@@ -119,11 +122,6 @@ def _is_partial(run: ChatRun) -> bool:
     """Cut short: the stream stopped before the answer ended, or an agent stopped at a cap."""
     stopped_short = bool(run.incomplete) and not run.shortcut  # "not found" is a whole answer
     return bool(run.pieces) and (run.status != TraceStatus.DONE or stopped_short)
-
-
-def _shown(citations: list[Citation]) -> list[dict[str, Any]]:
-    """The citations that point at a source (a `[n]` past the evidence points at nothing)."""
-    return [c.as_dict() for c in citations if c.doc]
 
 
 def _debug(run: ChatRun, verification: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,16 +146,17 @@ def _debug(run: ChatRun, verification: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _final_data(
-    run: ChatRun, answer: str, citations: list[Citation], total_ms: float, message_id: int | None
+    run: ChatRun, answer: str, shown: list[dict[str, Any]], verification: list[dict[str, Any]], total_ms: float,
+    message_id: int | None,
 ) -> dict[str, Any]:
     return {
         "trace_id": run.trace_id,
         "total_ms": total_ms,
         "first_token_ms": run.first_token_ms,
         "response": answer,
-        "citations": _shown(citations),
+        "citations": shown,
         "shortcut": run.shortcut or None,
-        "verification": [c.as_verification() for c in citations],
+        "verification": verification,
         "status": run.status,
         "partial": _is_partial(run),
         "incomplete": run.incomplete,

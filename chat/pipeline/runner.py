@@ -121,25 +121,28 @@ class _Attempt:
 def _run_step(run: ChatRun, graph: Graph, step: tuple[Node, ...]) -> list[Outcome]:
     """Run a step's nodes, side by side when there are several; accept each in graph order.
 
-    A node with a hard budget runs on the pool even alone, so the run can stop waiting for it.
+    A node with a hard budget runs on the pool even alone, so the run can stop waiting for it;
+    a node whose switch is off does not run at all.
     """
-    for node in step:
-        if not _is_switched_off(run, node):
-            run.emit("stage_start", node.id, label=node.label, number=node.stage)
+    running = [node for node in step if not _is_switched_off(run, node)]
+    for node in running:
+        run.emit("stage_start", node.id, label=node.label, number=node.stage)
     started = time.perf_counter()
-    if len(step) == 1 and not step[0].hard_budget:
-        attempts = [_attempt(run, step[0])]
+    if len(running) == 1 and not running[0].hard_budget:
+        attempts = {running[0].id: _attempt(run, running[0])}
     else:
-        futures = [POOL.submit(contextvars.copy_context().run, _attempt, run, node) for node in step]
-        attempts = [_wait(run, node, future, started) for node, future in zip(step, futures, strict=True)]
-    return [_accept(run, graph, node, attempt) for node, attempt in zip(step, attempts, strict=True)]
+        futures = [POOL.submit(contextvars.copy_context().run, _attempt, run, node) for node in running]
+        attempts = {node.id: _wait(run, node, future, started) for node, future in zip(running, futures, strict=True)}
+    return [_accept(run, graph, node, attempts.get(node.id) or _switched_off(run, node)) for node in step]
+
+
+def _switched_off(run: ChatRun, node: Node) -> _Attempt:
+    outcome = Outcome(StageStatus.SKIPPED, f"switched off ({node.switch})")
+    return _Attempt(outcome, None, run.recorder.elapsed_ms(), 0.0)
 
 
 def _attempt(run: ChatRun, node: Node) -> _Attempt:
     start_ms = run.recorder.elapsed_ms()
-    if _is_switched_off(run, node):
-        outcome = Outcome(StageStatus.SKIPPED, f"switched off ({node.switch})")
-        return _Attempt(outcome, None, start_ms, 0.0)
     try:
         outcome, error = HANDLERS[node.id](run), None
     except Exception as failure:
