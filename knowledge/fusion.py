@@ -195,19 +195,31 @@ CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
     "分词": "tokenization", "索引": "index", "相似度": "similarity", "降级": "fallback",
     "重试": "retry", "反馈": "feedback", "追踪": "trace", "稀疏": "sparse", "稠密": "dense",
     "模型": "model", "混合": "hybrid", "子块": "child chunk", "父块": "parent chunk", "中文": "Chinese",
+    "对话": "chat", "文档对话": "document chat", "置信度": "confidence", "澄清": "clarification",
+    "部署": "deployment", "上传": "upload", "超时": "timeout", "温度": "temperature",
+    "分词器": "tokenizer", "全栈": "full stack", "配置": "configuration", "并发": "concurrency",
+    "允许": "allowed", "创意": "creative", "界面": "interface",
 })
 
 
 def expand_query(
     query: str, term_map: Mapping[str, str] = CROSS_LANG_TERMS, *, limit: int | None = None
 ) -> list[str]:
-    """Return the query first, then one variant per matched term translated zh↔en.
+    """Return the query first, then its variants with terms translated zh↔en.
 
-    Matching prefers the longest term, English is matched case-insensitively on word
-    boundaries (plurals too), and duplicates are dropped.
+    The variant with every known term translated comes first: a question in one language
+    about documents in the other shares most words with it. One variant per matched term
+    follows. Matching prefers the longest term, English is matched case-insensitively on
+    word boundaries (plurals too), and duplicates are dropped.
     """
     to_english, to_chinese = _compiled_terms(tuple(term_map.items()))
-    variants = [query, *_variants(query, to_english), *_variants(query, to_chinese)]
+    variants = [
+        query,
+        *_translated(query, to_english),
+        *_translated(query, to_chinese),
+        *_variants(query, to_english),
+        *_variants(query, to_chinese),
+    ]
     unique = list(dict.fromkeys(variants))
     return unique if limit is None else unique[:limit]
 
@@ -255,14 +267,27 @@ def _source(term: str, english: bool) -> str:
     return escaped + "(?:s|es)?"
 
 
-def _variants(query: str, terms: _TermPattern) -> list[str]:
+def _found_terms(query: str, terms: _TermPattern) -> list[str]:
+    """The groups (terms) of `terms` that occur in query, each once, in order."""
     # str.lower() folds less than re.IGNORECASE outside ASCII (ſ, İ): probe ASCII queries only.
     if query.isascii():
         lowered = query.lower()
         if not any(probe in lowered for probe in terms.probes):
             return []
-    found = dict.fromkeys(match.lastgroup for match in terms.pattern.finditer(query))
-    return [_replace_group(query, terms, group) for group in found if group]
+    return [group for group in dict.fromkeys(m.lastgroup for m in terms.pattern.finditer(query)) if group]
+
+
+def _variants(query: str, terms: _TermPattern) -> list[str]:
+    return [_replace_group(query, terms, group) for group in _found_terms(query, terms)]
+
+
+def _translated(query: str, terms: _TermPattern) -> list[str]:
+    """The query with every term of `terms` translated, when it holds two or more of them."""
+    if len(_found_terms(query, terms)) < 2:
+        return []
+    # Spaces keep neighbouring English targets apart ("向量检索" → "vector retrieval").
+    translated = terms.pattern.sub(lambda match: f" {terms.targets[int(match.lastgroup[1:])]} ", query)
+    return [" ".join(translated.split())]
 
 
 def _replace_group(query: str, terms: _TermPattern, group: str) -> str:

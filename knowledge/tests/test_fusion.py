@@ -256,7 +256,8 @@ def test_it_expands_english_terms_to_chinese_case_insensitively_with_plurals():
     assert expansions[0] == "How do Knowledge Bases handle a Shortcut?"
     assert "How do 知识库 handle a Shortcut?" in expansions
     assert "How do Knowledge Bases handle a 短路?" in expansions
-    assert len(expansions) == 3
+    assert expansions[1] == "How do 知识库 handle a 短路 ?"
+    assert len(expansions) == 4
 
 
 def test_it_makes_one_variant_per_term_in_mixed_queries():
@@ -264,10 +265,19 @@ def test_it_makes_one_variant_per_term_in_mixed_queries():
 
     assert expansions == [
         "向量检索 and rerank",
+        "vector retrieval and rerank",  # every Chinese term translated, spaced apart
         "vector检索 and rerank",
         "向量retrieval and rerank",
         "向量检索 and 重排",
     ]
+
+
+def test_a_question_in_chinese_about_english_documents_gets_every_term_translated_first():
+    question = "文档对话构造的检索语句最长多少个字符？"
+
+    assert expand_query(question, limit=2) == [question, "document chat 构造的 retrieval 语句最长多少个字符？"]
+    # One known term: its single translation is the whole variant, not repeated.
+    assert expand_query("短路机制是什么") == ["短路机制是什么", "shortcut机制是什么"]
 
 
 def test_it_prefers_the_longest_term():

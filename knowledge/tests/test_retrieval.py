@@ -63,6 +63,19 @@ def test_it_reports_each_leg_and_the_fused_scores_in_hybrid_mode(kb):
     assert {"bm25", "vector", "fusion"} <= set(top.scores) and top.sources == {"bm25", "vector"}
 
 
+def test_a_chinese_question_finds_the_english_passage_that_holds_all_its_terms(kb):
+    ingest(kb, {
+        "answer.md": "# Gate\n\nA shortcut is taken when the evidence falls below the threshold.",
+        "shortcuts.md": "# Shortcuts\n\nEach shortcut shows a shortcut card, and the shortcut is kept in the trace.",
+        "thresholds.md": "# Thresholds\n\nEach threshold is stored per KB; a threshold of 0 switches it off.",
+    })
+
+    result = retrieve("短路的阈值是多少？", kb, RetrievalParams(mode="bm25"))
+
+    # One term translated at a time, each variant finds the document that repeats that term.
+    assert [c.doc_name for c in result.candidates[:1]] == ["answer.md"]
+
+
 def test_it_searches_chinese_and_records_multipath_paths(kb):
     ingest(kb)
 
