@@ -212,16 +212,18 @@ def expand_query(
     follows. Matching prefers the longest term, English is matched case-insensitively on
     word boundaries (plurals too), and duplicates are dropped.
     """
-    to_english, to_chinese = _compiled_terms(tuple(term_map.items()))
-    variants = [
-        query,
-        *_translated(query, to_english),
-        *_translated(query, to_chinese),
-        *_variants(query, to_english),
-        *_variants(query, to_chinese),
-    ]
-    unique = list(dict.fromkeys(variants))
-    return unique if limit is None else unique[:limit]
+    unique = _expansions(query, tuple(term_map.items()))
+    return list(unique if limit is None else unique[:limit])
+
+
+# A chat asks for the same text's variants several times (retrieval, the reader, its parts,
+# the citation check), and the term regexes cost ~100 µs a pass.
+@lru_cache(maxsize=4096)
+def _expansions(query: str, pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs)]
+    translated = [_translated(query, terms) for terms, groups in found if len(groups) >= 2]
+    singles = [_replace_group(query, terms, group) for terms, groups in found for group in groups]
+    return tuple(dict.fromkeys([query, *translated, *singles]))
 
 
 @dataclass(frozen=True)
@@ -277,17 +279,11 @@ def _found_terms(query: str, terms: _TermPattern) -> list[str]:
     return [group for group in dict.fromkeys(m.lastgroup for m in terms.pattern.finditer(query)) if group]
 
 
-def _variants(query: str, terms: _TermPattern) -> list[str]:
-    return [_replace_group(query, terms, group) for group in _found_terms(query, terms)]
-
-
-def _translated(query: str, terms: _TermPattern) -> list[str]:
-    """The query with every term of `terms` translated, when it holds two or more of them."""
-    if len(_found_terms(query, terms)) < 2:
-        return []
+def _translated(query: str, terms: _TermPattern) -> str:
+    """The query with every term of `terms` translated."""
     # Spaces keep neighbouring English targets apart ("向量检索" → "vector retrieval").
     translated = terms.pattern.sub(lambda match: f" {terms.targets[int(match.lastgroup[1:])]} ", query)
-    return [" ".join(translated.split())]
+    return " ".join(translated.split())
 
 
 def _replace_group(query: str, terms: _TermPattern, group: str) -> str:
