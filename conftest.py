@@ -31,10 +31,9 @@ def _roomy_stage_budgets(settings):
 def _in_memory_channel_layer(request, settings):
     """Consumers' own tests talk over the in-memory layer; the full-stack tests keep Redis.
 
-    On Python 3.11, redis-py can lose a cancellation that lands while a blocking pop's reply is
-    read: the pop ends as if it had timed out and channels_redis pops again, so a consumer's
-    receive may outlive its socket (about 1 cancellation in 300, measured) and pytest-asyncio
-    then waits for it forever when it closes the test's loop. The Redis layer itself is covered by
+    A consumer test then depends on no Redis timing: a receive that outlived its socket once
+    hung pytest-asyncio's loop close (redis-py lost the cancellation; the project's layer,
+    agentic_rag.channel_layers, now ends such a receive). The Redis layer itself is covered by
     the tests marked `fullstack`, which carry progress events between processes over it.
     """
     if request.node.get_closest_marker("fullstack") is None:

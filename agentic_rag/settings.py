@@ -150,7 +150,7 @@ REDIS_URL = os.getenv("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "agentic_rag.channel_layers.RedisChannelLayer",
             # Each consumer waits on Redis in 5 s blocking pops; redis-py's default 5 s socket
             # timeout then fires on a reply that a busy event loop reads a moment late, and the
             # consumer dies (measured: 2-3 sockets of 200 under `bench load`).
