@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .units import Unit, is_heading_of, split_units
+from .units import Unit, has_cjk, is_heading_of, split_units, text_language
 
 Tokenize = Callable[[str], list[str]]
 Similarity = Callable[[str, str], float]
@@ -57,9 +57,14 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 MAX_TABLE_ROWS = 6
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
+QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
+LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
 _QUESTION_END = re.compile(r"[?？]\s*[”\"'」]*\s*$")
+# The words that make a heading a question ("有哪几种可见性？"): they say nothing of its subject,
+# and would match every question phrased the same way.
+_ASKING_WORDS = re.compile(r"哪[几些个]?[种个条类]?|什么|怎么|怎样|如何|多少|几[个种条次类]|吗|呢|\b(?:what|which|who|how|many|much|when|where|why)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class _Asked:
     wants_code: bool
     similarity: Similarity | None
     options: ReaderOptions
+    language: str = "en"
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,9 @@ class _Located:
     terms: frozenset[str]
     section: frozenset[str]
     before: frozenset[str]
+    # The section title is a question (an FAQ's "How many stages are there?"): its body is its
+    # answer ("8: S1 memory, S2 rewrite, …") and need not repeat its words.
+    asks: bool = False
 
 
 def read(
@@ -172,11 +181,12 @@ def read(
 def _locate(passages: Sequence[Passage], tokenize: Tokenize) -> list[_Located]:
     located: list[_Located] = []
     for passage in passages:
-        section = frozenset(tokenize(passage.section))
+        section = frozenset(tokenize(_ASKING_WORDS.sub(" ", passage.section)))
+        asks = _QUESTION_END.search(passage.section) is not None
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
-            located.append(_Located(passage, unit, terms, section, before))
+            located.append(_Located(passage, unit, terms, section, before, asks))
             before = terms
     return located
 
@@ -190,12 +200,12 @@ def _ask(
     variants = [set(tokenize(q)) for q in (expand(subject) if expand else [subject])]
     variants = [terms for terms in variants if terms] or [set()]
     wants_code = _ASKS_FOR_CODE.search(question) is not None
-    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options)
+    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question))
 
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
     """A unit's score: its coverage of the question, then what makes it more or less an answer."""
-    coverage = max(_coverage(q, item.terms, item.section, asked.weights) for q in asked.variants)
+    coverage = max(_coverage(q, item.terms, item.section, asked.weights, _section_share(q, item, asked)) for q in asked.variants)
     # A sentence continues the one before it: "…与向量两路混合。默认 RRF 融合（向量 0.7 / BM25 0.3）"
     # answers "混合检索的权重" with its second sentence, which names neither.
     context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
@@ -232,14 +242,23 @@ def _fitness(asked: _Asked, item: _Located) -> float:
     return factor
 
 
-def _coverage(question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str]) -> float:
-    """Share of question's term weight in unit; terms only in its section title count half."""
+def _section_share(question: set[str], item: _Located, asked: _Asked) -> float:
+    """How much a question term counts when only the unit's section title holds it: all of it
+    under a heading that asks most of question, else half."""
+    asks_this = item.asks and _coverage(question, item.section, frozenset(), asked.weights) >= QUESTION_HEADING_COVERAGE
+    return 1.0 if asks_this else 0.5
+
+
+def _coverage(
+    question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str], section_share: float = 0.5
+) -> float:
+    """Share of question's term weight in unit; terms only in its section title count section_share."""
     if not question:
         return 0.0
     default = max(weights.values(), default=1.0)
     total = sum(weights.get(t, default) for t in question)
     held = sum(weights.get(t, default) for t in question & unit)
-    held += 0.5 * sum(weights.get(t, default) for t in (question & section) - unit)
+    held += section_share * sum(weights.get(t, default) for t in (question & section) - unit)
     return held / total
 
 
@@ -250,6 +269,11 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     if not ranked or ranked[0].coverage < options.min_coverage:
         return []
     best = ranked[0].score
+    # The answer opens in the question's language when a unit in it scores nearly as well; the
+    # companions still come from either language (a question may need documents in both).
+    leads = [s for s in ranked[:5] if s.coverage >= options.min_coverage]
+    lead = max(leads, key=lambda s: s.score * _language_share(s, asked))
+    ranked = [lead, *(s for s in ranked if s is not lead)]
     chosen: list[_Scored] = []
     covered: set[str] = set()
     used = 0
@@ -267,21 +291,29 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     # "How does the five-factor scorer rank?" is answered by its table even when a sentence
     # elsewhere shares a word more: a row among the best three brings its whole table.
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
-    if row is not None and {"how", "list"} & types:
-        chosen = _whole_table(row, scored)
-    else:
-        chosen = _with_follow_on(chosen, scored, types, wants_code)
+    table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
+    chosen = table or _with_follow_on(chosen, scored, types, wants_code)
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
+
+
+def _language_share(scored: _Scored, asked: _Asked) -> float:
+    """1 for a unit plainly in the question's language, else LANGUAGE_MISMATCH: Chinese for a
+    Chinese question; for an English one, no Chinese at all ("反馈：is_positive、comment、query"
+    is neither)."""
+    text = scored.unit.text
+    plain = text_language(text) == "zh" if asked.language == "zh" else not has_cjk(text)
+    return 1.0 if plain else LANGUAGE_MISMATCH
 
 
 def _whole_table(best: _Scored, scored: Sequence[_Scored]) -> list[_Scored]:
     """A "how"/"which" question answered by a table row: the table's rows, in order.
 
     "How does the five-factor reranker score?" is answered by all five factors, not the one
-    row that happens to share the most words with the question.
+    row that happens to share the most words with the question. A longer table is a reference
+    list, not an answer: none then, and the best units answer.
     """
     rows = [s for s in scored if s.passage is best.passage and s.unit.table == best.unit.table]
-    return rows[:MAX_TABLE_ROWS] if len(rows) <= MAX_TABLE_ROWS else [best]
+    return rows if len(rows) <= MAX_TABLE_ROWS else []
 
 
 def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: frozenset[str], wants_code: bool) -> list[_Scored]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAS_CJK = re.compile(f"[{_CJK}]")
+_LATIN_LETTERS = re.compile(r"[A-Za-z]")
 TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
@@ -136,6 +137,15 @@ def _bare(text: str) -> str:
 
 def has_cjk(text: str) -> bool:
     return _HAS_CJK.search(text) is not None
+
+
+def text_language(text: str) -> str:
+    """"zh" or "en". Chinese prose quotes English names freely ("pending → … → ready；任一阶段出错
+    则为 failed"), English prose rarely Chinese: a text is Chinese when it holds a clause's worth
+    of Chinese characters, or when they carry more of it than its Latin letters (one says about
+    as much as three), as in "要求：python3 3.11 及以上"."""
+    cjk = len(_HAS_CJK.findall(text))
+    return "zh" if cjk >= 10 or 3 * cjk >= len(_LATIN_LETTERS.findall(text)) else "en"
 
 
 def _readable_lines(text: str) -> Iterator[tuple[str, str]]:

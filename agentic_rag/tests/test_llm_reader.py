@@ -7,7 +7,7 @@ import pytest
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
 from agentic_rag.llm.extractive import simple_tokenize
 from agentic_rag.llm.reader import Passage, addresses_question, expected_answer_types, read
-from agentic_rag.llm.units import is_code_like, readable_text, split_units
+from agentic_rag.llm.units import is_code_like, readable_text, split_units, text_language
 
 RERANK_TABLE = """The five-factor scorer orders candidates.
 factor | weight | meaning
@@ -124,6 +124,75 @@ def test_the_section_title_counts_for_its_units():
     passages = [Passage("1", "字节完全相同时报告为 unchanged，什么都不写入。", 0, "2.4 同一个文件上传两次会怎样？")]
     reading = read("同一个文件上传两次会怎样？", passages, tokenize=simple_tokenize)
     assert reading.picks and reading.picks[0].unit.text.startswith("字节完全相同")
+
+
+def test_a_question_heading_answers_with_its_body_over_a_sentence_that_shares_the_words():
+    # An FAQ's body need not repeat its heading's words, which a sentence elsewhere holds all of.
+    passages = [
+        Passage("1", "Each stage of the chat pipeline emits events; 2 of them run in parallel.", 0, "3 Events"),
+        Passage("2", "8: S1 memory, S2 rewrite, S3 intent, S4 guide, S5 system, S6 search, S7 prompt, S8 stream.", 1,
+                "4.1 How many stages does the chat pipeline have?"),
+    ]
+    reading = read("How many stages does the chat pipeline have?", passages, tokenize=simple_tokenize)
+    assert reading.picks[0].unit.text.startswith("8: S1 memory")
+
+
+def test_a_question_heading_that_asks_something_else_counts_only_half():
+    # "How are chat sessions deleted?" shares two words with the question but does not ask it.
+    passages = [
+        Passage("1", "Its messages and summaries go with it.", 0, "How are chat sessions deleted?"),
+        Passage("2", "Workers keep no state; the session store holds it between turns.", 0, "Workers"),
+    ]
+    reading = read("Does each chat session get its own worker instance?", passages, tokenize=simple_tokenize)
+    assert [pick.doc_id for pick in reading.picks] == ["2"]
+
+
+def test_a_heading_phrased_as_the_same_kind_of_question_does_not_make_its_body_an_answer():
+    passages = [
+        Passage("1", "三种：private、shared、public。", 0, "1.2 知识库的可见性有哪几种？"),
+        Passage("2", "模式：KB，条件：只有知识库证据。", 1, "7.1 提示词模式"),
+    ]
+    reading = read("提示词有哪几种模式？", passages, tokenize=simple_tokenize)
+    assert reading.picks[0].doc_id == "2"
+
+
+def test_of_two_units_that_answer_alike_it_quotes_the_one_in_the_questions_language():
+    english, chinese = "Who reads a private knowledge base?", "谁读取私有知识库？"
+    translations = {english: chinese, chinese: english}
+    passages = [
+        Passage("1", "所有者读取私有知识库。", 0),
+        Passage("2", "The owner reads a private knowledge base.", 0),
+    ]
+
+    def picked(question: str) -> str:
+        expand = lambda text: [text, translations[text]]  # noqa: E731
+        return read(question, passages, tokenize=simple_tokenize, expand=expand).picks[0].doc_id
+
+    assert picked(english) == "2"
+    assert picked(chinese) == "1"
+
+
+def test_a_long_reference_table_near_the_top_does_not_replace_the_best_answer():
+    rows = "\n".join(f"field{i} | shown in the interface, level {i}" for i in range(8))
+    passages = [
+        Passage("1", f"field | meaning\n{rows}", 0, "Fields of a golden question"),
+        Passage("2", "Each shortcut gets an amber card.", 0, "Cards"),
+    ]
+    reading = read("How are shortcuts shown in the interface?", passages, tokenize=simple_tokenize)
+    assert reading.picks[0].unit.text == "Each shortcut gets an amber card."
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("A private knowledge base is read by its owner only.", "en"),
+        ("要求：python3 3.11 及以上。", "zh"),
+        ("pending → parsing → chunking → embedding → indexing → ready；任一阶段出错则为 failed，文档行写明原因。", "zh"),
+        ("generic words such as 验收, 标准 are filtered out before tag matching.", "en"),
+    ],
+)
+def test_text_language(text, language):
+    assert text_language(text) == language
 
 
 @pytest.mark.parametrize(
