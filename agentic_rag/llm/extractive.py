@@ -116,7 +116,7 @@ class ExtractiveProvider:
             return f"{DISCLAIMER[language]}\n\n{NO_EVIDENCE[language]}"
         tools = [e for e in evidence if e.from_tool]
         documents = [e for e in evidence if not e.from_tool]
-        passages = [Passage(e.doc_id, e.text, rank, e.section) for rank, e in enumerate(documents)]
+        passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options)
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]

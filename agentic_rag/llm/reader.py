@@ -2,7 +2,8 @@
 
 Each unit (a sentence, a list item, or a table row with its header; see units.py) is
 scored by
-- coverage: the share of the question's term weight it holds, its section title helping;
+- coverage: the share of the question's term weight it holds, its section title and
+  document name helping (under an FAQ heading that asks the question, in full);
 - the answer type the question expects (a number for 多少/how many, a time, a threshold,
   a list, a name): a unit holding that kind of fact is worth more;
 - novelty: a unit that only repeats the question's words answers nothing;
@@ -75,6 +76,7 @@ class Passage:
     text: str
     rank: int
     section: str = ""
+    document: str = ""  # the document's name: "12-document-chat.md"
 
 
 @dataclass(frozen=True)
@@ -178,10 +180,19 @@ def read(
     return Reading(tuple(picks), expected_answer_types(question))
 
 
+def _name_words(name: str) -> str:
+    """The words of a document's file name: "12-document-chat.md" → "document chat"."""
+    stem = re.sub(r"\.\w{1,5}$", "", name)
+    return re.sub(r"^\d+[-_ ]*|[-_]+", " ", stem)
+
+
 def _locate(passages: Sequence[Passage], tokenize: Tokenize) -> list[_Located]:
     located: list[_Located] = []
     for passage in passages:
-        section = frozenset(tokenize(_ASKING_WORDS.sub(" ", passage.section)))
+        # The document's name frames every section in it: "confidence below 0.65 becomes clarify"
+        # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
+        heading = f"{_ASKING_WORDS.sub(' ', passage.section)} {_name_words(passage.document)}"
+        section = frozenset(tokenize(heading))
         asks = _QUESTION_END.search(passage.section) is not None
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):

@@ -137,6 +137,15 @@ def test_a_question_heading_answers_with_its_body_over_a_sentence_that_shares_th
     assert reading.picks[0].unit.text.startswith("8: S1 memory")
 
 
+def test_the_document_name_tells_which_of_two_alike_answers_the_question_means():
+    passages = [
+        Passage("1", "Intent confidence below 0.7 means clarify.", 0, "Shortcuts", "04-chat-pipeline.md"),
+        Passage("2", "Confidence below 0.65 means clarify.", 0, "Two layers", "12-document-chat.md"),
+    ]
+    reading = read("Below which confidence does document chat ask to clarify?", passages, tokenize=simple_tokenize)
+    assert reading.picks[0].doc_id == "2"
+
+
 def test_a_question_heading_that_asks_something_else_counts_only_half():
     # "How are chat sessions deleted?" shares two words with the question but does not ask it.
     passages = [
