@@ -140,7 +140,7 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     page.screenshot(path=str(screenshots / "trace.png"), full_page=True)
 
 
-def test_it_explains_a_refused_question_in_the_chat(page: Page):
+def test_it_explains_a_refused_question_in_the_chat(page: Page, screenshots):
     log_in(page)
     page.goto("/")
     page.fill("#chat-message", "x" * 10)
@@ -148,4 +148,11 @@ def test_it_explains_a_refused_question_in_the_chat(page: Page):
         "document.querySelector('select[name=kb]').add(new Option('ghost', 'no-such-kb', true, true))"
     )
     page.press("#chat-message", "Enter")
-    expect(page.locator(".msg-toast")).to_contain_text("No such knowledge base.")
+    # The question shows at once; the reason it is not answered appears under it.
+    expect(page.locator(".msg-user .bubble").last).to_have_text("x" * 10)
+    refusal = page.locator(".msg-assistant .msg-refused")
+    expect(refusal).to_contain_text("No such knowledge base.")
+    expect(page.locator(".msg-assistant .answer.streaming")).to_be_hidden()  # no "writing" dots
+    expect(page.locator("[data-chat-stop]")).to_be_hidden()
+    expect(page.locator(".evidence-list.is-active .evidence-none")).to_have_text("No evidence for this answer")
+    page.screenshot(path=str(screenshots / "chat-refused.png"), full_page=True)

@@ -12,6 +12,7 @@ import uuid
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.translation import gettext_lazy
@@ -56,17 +57,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.run and not self.run.done():
             await self.send(text_data=_render("toast", {"text": BUSY}))
             return
+        # The question shows at once. The checks below wait for the thread that every session's
+        # database work shares; under load (200 sessions) that took the first fragment seconds.
+        question = _question_in(text_data)
+        if question:
+            self._begin_turn(question)
+            await self.send(text_data=_render("turn", self._turn_context()))
         decision = await _check_rate(self.user, self.scope.get("session"))
         if not decision.allowed:  # the question is dropped, not queued
-            await self.send(text_data=_render("toast", {"text": decision.message}))
+            await self._refuse(decision.message, shown=bool(question))
             return
         form = await _parse(text_data, self.user)
         if not form.is_valid():
-            await self.send(text_data=_render("toast", {"text": form.first_error()}))
+            await self._refuse(form.first_error(), shown=bool(question))
             return
-        self._begin_turn(form.cleaned_data["message"])
-        await self.send(text_data=_render("turn", self._turn_context()))
         self.run = asyncio.create_task(self._answer(form))
+
+    async def _refuse(self, reason: str, *, shown: bool) -> None:
+        """Say why the question is not answered: under it when it is shown, else as a toast."""
+        if shown:
+            await self.send(text_data=_render("turn-refused", {"turn": self.turn, "text": reason}))
+        else:
+            await self.send(text_data=_render("toast", {"text": reason}))
 
     async def _answer(self, form: AskForm) -> None:
         try:
@@ -175,6 +187,18 @@ def _render(partial: str, context: dict) -> str:
 @database_sync_to_async
 def _check_rate(user, session) -> Decision:
     return check_rate(user.pk, getattr(session, "session_key", "") or "")
+
+
+def _question_in(text_data: str | None) -> str:
+    """The message of a chat form's JSON, when it is one that could be asked; else ""."""
+    try:
+        data = json.loads(text_data or "{}")
+    except ValueError:
+        return ""
+    message = data.get("message") if isinstance(data, dict) else None
+    if not isinstance(message, str) or len(message) > settings.CHAT_MAX_MESSAGE_CHARS:
+        return ""
+    return message.strip()
 
 
 def _asks_to_stop(text_data: str | None) -> bool:

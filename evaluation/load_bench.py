@@ -34,7 +34,7 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 
 FINAL = 'hx-swap-oob="outerHTML:#turn-'  # the stored answer replacing the streamed one
-FAILED = re.compile(r'class="alert (?:error msg-error|warning msg-toast)"')  # an error, or a refusal
+FAILED = re.compile(r'class="alert (?:error msg-error|warning msg-toast)\b')  # an error, or a refusal
 # A connect storm of hundreds overflows a listening socket's backlog (daphne's is 50) and
 # the kernel resets the rest: that measures the backlog, not the chat.
 CONNECTS_AT_ONCE = 20

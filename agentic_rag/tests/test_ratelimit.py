@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import uuid
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.core.cache import cache
@@ -19,6 +21,7 @@ from django.urls import reverse
 from agentic_rag.asgi import application
 from agentic_rag.models import ApiToken
 from agentic_rag.ratelimit import check_rate
+from chat.models import Conversation
 from chat.tests.web_factories import session_cookie
 
 
@@ -117,16 +120,18 @@ async def test_the_websocket_refuses_a_message_over_the_limit(settings, alice):
     assert connected
 
     await communicator.send_to(text_data=json.dumps({"message": "what is 1+1?", "kb": "auto"}))
-    fragment = await communicator.receive_from(timeout=5)
+    echoed = await communicator.receive_from(timeout=5)
+    refused = await communicator.receive_from(timeout=5)
+    assert await communicator.receive_nothing(timeout=0.5)  # no stage ran
     await communicator.disconnect()
 
-    assert "Too many requests (user limit 1/s)" in fragment and "alert" in fragment
-    assert 'id="turn-' not in fragment  # the question was refused, not started
+    turn = re.search(r'id="turn-(\w+)"', echoed).group(1)  # the question shows at once
+    assert "Too many requests (user limit 1/s)" in refused and "msg-refused" in refused
+    assert f"#turn-{turn}" in refused  # said under the question
+    assert not await database_sync_to_async(Conversation.objects.exists)()  # refused, not started
 
 
 async def _cookie(user) -> str:
-    from channels.db import database_sync_to_async
-
     return await database_sync_to_async(session_cookie)(user)
 
 

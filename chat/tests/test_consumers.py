@@ -124,8 +124,10 @@ async def test_it_explains_a_refused_question_without_running_it(alice_headers):
     fragment = await communicator.receive_from(timeout=5)
     assert "The message is empty." in fragment and "beforeend:#messages" in fragment
     await ask(communicator, "hello", kb="someone-elses-kb")
-    fragment = await communicator.receive_from(timeout=5)
-    assert "No such knowledge base." in fragment
+    echoed = await communicator.receive_from(timeout=5)  # the question shows at once
+    refused = await communicator.receive_from(timeout=5)
+    turn = re.search(r'id="turn-(\w+)"', echoed).group(1)
+    assert "No such knowledge base." in refused and f"#turn-{turn}" in refused
     assert await communicator.receive_nothing(timeout=0.3)
     assert not await database_sync_to_async(Message.objects.exists)()
     await communicator.disconnect()

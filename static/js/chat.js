@@ -127,12 +127,12 @@
   document.addEventListener("htmx:wsOpen", function () { setConnected(true); });
 
   // Stop shows while an answer is being written: a streaming message that has not ended,
-  // been stopped or failed.
+  // been stopped, failed or been refused.
   document.addEventListener("htmx:wsAfterMessage", function () {
     var stop = document.querySelector("[data-chat-stop]");
     if (!stop) return;
     var writing = Array.prototype.some.call(document.querySelectorAll(".msg-assistant.is-streaming"), function (msg) {
-      return !msg.querySelector(".msg-stopped, .msg-error");
+      return !msg.querySelector(".msg-stopped, .msg-error, .msg-refused");
     });
     stop.hidden = !writing;
   });
