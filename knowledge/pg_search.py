@@ -186,9 +186,6 @@ def _live_entries(kb: KnowledgeBase) -> QuerySet:
 class PgBackend:
     """Search backend over PostgreSQL: every query goes to the database."""
 
-    # The database, not Python, does the legs' work: retrieval runs them side by side.
-    queries_legs_side_by_side = True
-
     def __init__(self, params: BM25Params = BM25Params()) -> None:
         self.params = params
 

@@ -8,17 +8,14 @@ lands in `timings_ms`, each leg's hits in `legs`.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Literal
 
 import numpy as np
 from django.conf import settings
-from django.db import DatabaseError, connection
 
 from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder, is_lexical
 from agentic_rag.llm import get_llm
@@ -238,12 +235,12 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
         keywords = [t for tokens in context.tokens for t in tokens]
         bonuses = FusionBonuses().scaled(params.paths.bonus_scale)
         return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope, bonuses=bonuses))
-    jobs: dict[str, Callable[[], list[Hit]]] = {}
+    hits = {}
     if params.mode in ("bm25", "hybrid", "hybrid+graph"):
-        jobs["bm25"] = lambda: timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+        hits["bm25"] = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
     if params.mode in ("vector", "hybrid", "hybrid+graph"):
-        jobs["vector"] = lambda: timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
-    legs = context.candidates_by_source(_run_legs(jobs, side_by_side=_legs_side_by_side(context.backend)))
+        hits["vector"] = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+    legs = context.candidates_by_source(hits)
     if params.mode in GRAPH_MODES:
         legs["graph"] = timer("graph", lambda: _graph_leg(context, params, result))
     result.legs = legs
@@ -253,37 +250,6 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     # not passages); hybrid+graph adds its documents after the rerank (_expand_with_graph).
     fused_legs = {name: hits for name, hits in legs.items() if name != "graph"}
     return timer("fusion", lambda: fuse(fused_legs, params=params.fusion))
-
-
-# Leg queries of the PostgreSQL backend, each thread on a connection of its own that it keeps.
-_LEG_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-leg")
-
-
-def _legs_side_by_side(backend: SearchBackend) -> bool:
-    """Whether backend's legs may run side by side: the database does their work, and no
-    transaction holds writes that another connection would not see."""
-    return getattr(backend, "queries_legs_side_by_side", False) and not connection.in_atomic_block
-
-
-def _run_legs(jobs: Mapping[str, Callable[[], list[Hit]]], *, side_by_side: bool) -> dict[str, list[Hit]]:
-    """Each leg's hits: one after the other, or, where the database does the work, side by side.
-
-    The two legs' queries cost PostgreSQL about the same (10k chunks: keyword 11 ms, vector
-    10 ms), so a hybrid search waits for the slower one instead of both. Inside a transaction
-    the legs stay on its connection: another one would not see what it has written.
-    """
-    if not side_by_side or len(jobs) < 2:
-        return {name: job() for name, job in jobs.items()}
-    futures = {name: _LEG_POOL.submit(contextvars.copy_context().run, _on_own_connection, job) for name, job in jobs.items()}
-    return {name: future.result() for name, future in futures.items()}
-
-
-def _on_own_connection(job: Callable[[], list[Hit]]) -> list[Hit]:
-    try:
-        return job()
-    except DatabaseError:
-        connection.close()  # a broken connection is not kept for the thread's next search
-        raise
 
 
 def _graph_leg(context: SearchContext, params: RetrievalParams, result: RetrievalResult) -> list[Candidate]:

@@ -7,7 +7,6 @@ indexes and that both backends agree on the same data.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -671,27 +670,3 @@ def test_document_frequencies_fold_into_one_row_per_term_as_content_changes(kb):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
         assert cursor.fetchone()[0] == 0
-
-
-@postgresql_only
-@pytest.mark.django_db(transaction=True)
-def test_a_hybrid_search_runs_its_legs_side_by_side_and_finds_the_same(kb, docs, monkeypatch):
-    from knowledge.pg_search import PgBackend
-    from knowledge.retrieval import RetrievalParams, retrieve
-
-    threads: list[str] = []
-    keyword = PgBackend.keyword
-
-    def recording_keyword(self, *args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return keyword(self, *args, **kwargs)
-
-    monkeypatch.setattr(PgBackend, "keyword", recording_keyword)
-    params = RetrievalParams(mode="hybrid", top_k=5)
-    side_by_side = retrieve("curing concrete in cold weather", kb, params)
-    monkeypatch.setattr(PgBackend, "queries_legs_side_by_side", False)
-    one_by_one = retrieve("curing concrete in cold weather", kb, params)
-
-    assert threads[0].startswith("search-leg") and not threads[-1].startswith("search-leg")
-    assert side_by_side.candidates
-    assert [c.chunk_id for c in side_by_side.candidates] == [c.chunk_id for c in one_by_one.candidates]
