@@ -51,7 +51,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.run.cancel()  # the pipeline stores the partial answer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if _asks_to_stop(text_data):
+        data = _json_object(text_data)
+        if data.get("action") == "stop":
             await self._stop()
             return
         if self.run and not self.run.done():
@@ -59,7 +60,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         # The question shows at once. The checks below wait for the thread that every session's
         # database work shares; under load (200 sessions) that took the first fragment seconds.
-        question = _question_in(text_data)
+        question = _question_in(data)
         if question:
             self._begin_turn(question)
             await self.send(text_data=_render("turn", self._turn_context()))
@@ -67,7 +68,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not decision.allowed:  # the question is dropped, not queued
             await self._refuse(decision.message, shown=bool(question))
             return
-        form = await _parse(text_data, self.user)
+        form = await _parse(data, self.user)
         if not form.is_valid():
             await self._refuse(form.first_error(), shown=bool(question))
             return
@@ -189,33 +190,26 @@ def _check_rate(user, session) -> Decision:
     return check_rate(user.pk, getattr(session, "session_key", "") or "")
 
 
-def _question_in(text_data: str | None) -> str:
-    """The message of a chat form's JSON, when it is one that could be asked; else ""."""
+def _json_object(text_data: str | None) -> dict:
+    """The websocket message as a JSON object; {} when it is not one."""
     try:
         data = json.loads(text_data or "{}")
     except ValueError:
-        return ""
-    message = data.get("message") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _question_in(data: dict) -> str:
+    """The message of a chat form's data, when it is one that could be asked; else ""."""
+    message = data.get("message")
     if not isinstance(message, str) or len(message) > settings.CHAT_MAX_MESSAGE_CHARS:
         return ""
     return message.strip()
 
 
-def _asks_to_stop(text_data: str | None) -> bool:
-    try:
-        data = json.loads(text_data or "{}")
-    except ValueError:
-        return False
-    return isinstance(data, dict) and data.get("action") == "stop"
-
-
 @database_sync_to_async
-def _parse(text_data: str | None, user) -> AskForm:
-    try:
-        data = json.loads(text_data or "{}")
-    except ValueError:
-        data = {}
-    fields = {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+def _parse(data: dict, user) -> AskForm:
+    fields = {k: v for k, v in data.items() if isinstance(v, str)}
     form = AskForm(fields, user=user)
     form.is_valid()  # runs the KB query here, off the event loop
     return form
