@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from django.db import connection, transaction
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 
 from agentic_rag.embeddings import clear_embedder_cache, get_embedder
 from knowledge import search
@@ -21,7 +22,7 @@ from knowledge.indexing import index_text
 from knowledge.ingest import delete_document, run_ingestion, submit_document
 from knowledge.memory_index import MemoryBackend
 from knowledge.models import Chunk, Document, KnowledgeBase, SearchEntry
-from knowledge.retrieval import SearchContext
+from knowledge.retrieval import RetrievalParams, SearchContext, retrieve
 from knowledge.search import MIN_GENERAL_TAGGED
 
 pytestmark = pytest.mark.django_db
@@ -473,6 +474,19 @@ def test_it_agrees_with_the_memory_backend_on_postgresql(kb, docs, backend):
     assert np.allclose(backend.cosines(kb, query, chunk_ids), memory.cosines(kb, query, chunk_ids), atol=1e-4)
     assert backend.in_chapter(kb, "混凝土养护", "养护时间") == memory.in_chapter(kb, "混凝土养护", "养护时间")
     assert backend.tagged(kb, ["gb", "施工"], limit=20) == memory.tagged(kb, ["gb", "施工"], limit=20)
+
+
+@postgresql_only
+def test_one_query_reads_the_kbs_version_once(kb, docs, backend):
+    retrieve("curing concrete in cold weather", kb, RetrievalParams(mode="hybrid"), backend=backend)  # caches
+
+    with CaptureQueriesContext(connection) as queries:
+        result = retrieve("formwork for concrete walls", kb, RetrievalParams(mode="hybrid"), backend=backend)
+
+    assert result.candidates
+    reads = [q["sql"] for q in queries.captured_queries if "FROM knowledge_knowledgebase WHERE id" in q["sql"]]
+    assert len(reads) == 1
+    assert not any("SELECT EXISTS" in q["sql"] for q in queries.captured_queries)  # known for this version
 
 
 KEYWORD_QUERIES = [
