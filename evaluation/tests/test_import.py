@@ -275,3 +275,22 @@ def test_the_shipped_demo_golden_set_names_only_documents_of_the_demo_kb():
 
     assert len(dataset.questions) >= 20 and len({q.category for q in dataset.questions}) >= 10
     assert {name for q in dataset.questions for name in q.relevant} <= docs
+
+
+SHIPPED_SETS = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_SETS, ids=[path.stem for path in SHIPPED_SETS])
+def test_every_shipped_answer_keyword_is_written_in_a_document_that_states_it(path):
+    # A docs edit that rewords a fact ("16" → "Sixteen") leaves a question no answer can pass.
+    docs_dir = path.parents[2] / "docs"
+    docs = {doc.name: doc.read_text(encoding="utf-8").lower() for doc in docs_dir.glob("*.md")}
+    unreachable = []
+    for question in json.loads(path.read_text(encoding="utf-8"))["questions"]:
+        stating = [docs[name] for name, grade in question["relevant"].items() if grade == 2]
+        assert set(question["relevant"]) <= set(docs), question["id"]
+        for keyword in question.get("expected_keywords", []):
+            alternatives = [keyword] if isinstance(keyword, str) else keyword
+            if stating and not any(alt.lower() in text for alt in alternatives for text in stating):
+                unreachable.append((question["id"], keyword))
+    assert unreachable == []
