@@ -272,14 +272,14 @@ class BM25Index:
             return []
         if n_terms == 1:
             # One term's postings name each row once: nothing to add up.
-            return _top_k(rows, weights, top_k, tiebreak)
+            return best_pairs(rows, weights, top_k, tiebreak)
         if rows.size < _SPARSE_RATIO * self.n_rows:
             touched, inverse = np.unique(rows, return_inverse=True)
-            return _top_k(touched, np.bincount(inverse, weights=weights), top_k, tiebreak)
+            return best_pairs(touched, np.bincount(inverse, weights=weights), top_k, tiebreak)
         totals = np.bincount(rows, weights=weights, minlength=self.n_rows)
         # Select before ranking: np.partition crawls over a long run of equal zeros.
         touched = np.flatnonzero(totals > 0)
-        return _top_k(touched, totals[touched], top_k, tiebreak)
+        return best_pairs(touched, totals[touched], top_k, tiebreak)
 
     def _postings(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int]:
         """Gather and weigh the postings of known query terms, repeats counted; count the terms."""
@@ -379,7 +379,7 @@ def _live_postings(
     return terms[keep], new_rows[segment.rows[keep]], segment.tf[keep]
 
 
-def _top_k(
+def best_pairs(
     rows: np.ndarray, totals: np.ndarray, top_k: int, tiebreak: np.ndarray | None = None
 ) -> list[tuple[int, float]]:
     """Return the best top_k positive (row, score) pairs; ties go to the lower row (or key)."""

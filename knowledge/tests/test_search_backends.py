@@ -489,6 +489,22 @@ def test_one_query_reads_the_kbs_version_once(kb, docs, backend):
     assert not any("SELECT EXISTS" in q["sql"] for q in queries.captured_queries)  # known for this version
 
 
+@postgresql_only
+def test_a_term_asked_again_is_scored_from_this_process_until_the_kb_changes(kb, docs, backend):
+    def postings_reads(text: str) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            backend.keyword(kb, analyze(text), level=Chunk.CHILD, top_k=5)
+        return sum("knowledge_searchposting" in q["sql"] for q in queries.captured_queries)
+
+    assert postings_reads("formwork concrete") == 1
+    assert postings_reads("concrete formwork") == 0
+
+    ingest(kb, "more.txt", "Formwork for a concrete wall is braced every metre.")
+    assert postings_reads("formwork concrete") == 1  # a new content version: read again
+    assert "more.txt" in {Chunk.objects.get(pk=c).document.name for c, _ in
+                          backend.keyword(kb, analyze("braced formwork"), level=Chunk.CHILD, top_k=5)}
+
+
 KEYWORD_QUERIES = [
     "curing concrete in cold weather 混凝土 养护",
     "concrete",  # in most rows: the rows are ranked by their length and tf alone
