@@ -203,7 +203,7 @@ def refresh_planner_statistics() -> None:
         # from the index alone (100k generated chunks: p50 80 ms before, 31 ms after). It
         # cannot run inside a transaction; there ANALYZE at least gives the planner counts.
         maintain = "ANALYZE" if connection.in_atomic_block else "VACUUM (ANALYZE)"
-        cursor.execute(f"{maintain} knowledge_searchposting, knowledge_searchterm")
+        cursor.execute(f"{maintain} knowledge_searchposting")
 
 
 _backend: SearchBackend | None = None

@@ -636,16 +636,17 @@ def _postings(entry_id: int) -> dict[str, tuple[int, int]]:
 
 
 def _df(kb, term: str, level: int = Chunk.CHILD) -> int:
+    """The entries holding term: the length of its postings, all the keyword leg reads of it."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT coalesce(sum(df), 0) FROM knowledge_searchterm WHERE kb_id = %s AND level = %s AND term = %s",
+            "SELECT count(*) FROM knowledge_searchposting WHERE kb_id = %s AND level = %s AND term = %s",
             [kb.pk, level, term],
         )
         return int(cursor.fetchone()[0])
 
 
 @postgresql_only
-def test_the_database_keeps_postings_and_document_frequencies(kb, docs):
+def test_the_database_keeps_each_entrys_postings(kb, docs):
     entry = SearchEntry.objects.filter(chunk__document=docs["curing"], level=Chunk.CHILD).exclude(tokens="").first()
     tokens = entry.tokens.split()
     term = tokens[0]
@@ -659,13 +660,15 @@ def test_the_database_keeps_postings_and_document_frequencies(kb, docs):
     assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
     assert _df(kb, term) == expected_df - 1 and _df(kb, "brand") == 1
 
-    # The vector alone changes nothing: no posting or df row is dropped and written again.
+    # The vector alone changes nothing: no posting is dropped and written again.
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
-        term_rows = cursor.fetchone()[0]
+        cursor.execute("SELECT array_agg(ctid::text ORDER BY term) FROM knowledge_searchposting WHERE entry_id = %s",
+                       [entry.pk])
+        where = cursor.fetchone()[0]
         SearchEntry.objects.filter(pk=entry.pk).update(embedding=entry.embedding)
-        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
-        assert cursor.fetchone()[0] == term_rows
+        cursor.execute("SELECT array_agg(ctid::text ORDER BY term) FROM knowledge_searchposting WHERE entry_id = %s",
+                       [entry.pk])
+        assert cursor.fetchone()[0] == where
     assert _postings(entry.pk) == {"brand": (2, 3), "new": (1, 3)}
 
     delete_document(docs["curing"])
@@ -675,28 +678,11 @@ def test_the_database_keeps_postings_and_document_frequencies(kb, docs):
 
 
 @postgresql_only
-def test_document_frequencies_fold_into_one_row_per_term_as_content_changes(kb):
-    def most_rows_per_term() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT max(n) FROM (SELECT count(*) AS n FROM knowledge_searchterm WHERE kb_id = %s"
-                " GROUP BY level, embedder, term) counted",
-                [kb.pk],
-            )
-            return cursor.fetchone()[0]
-
-    term = analyze("zeolite")[0]
-    for number in range(12):
-        ingest(kb, f"note-{number}.txt", f"Zeolite in note {number}.")
-    assert most_rows_per_term() > 8  # a row per statement that added the term
-    # The next content change to land on a multiple of 16 folds them (migration 0007).
-    KnowledgeBase.objects.filter(pk=kb.pk).update(content_version=15)
-    kb.bump_content_version()
-
-    assert most_rows_per_term() == 1
-    assert _df(kb, term) == 12
+def test_deleting_a_kb_leaves_none_of_its_postings(kb, docs):
+    assert _df(kb, analyze("concrete")[0]) > 0
 
     KnowledgeBase.objects.filter(pk=kb.pk).delete()
+
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM knowledge_searchterm WHERE kb_id = %s", [kb.pk])
+        cursor.execute("SELECT count(*) FROM knowledge_searchposting WHERE kb_id = %s", [kb.pk])
         assert cursor.fetchone()[0] == 0
