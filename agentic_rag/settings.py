@@ -260,6 +260,9 @@ EMBEDDING_CACHE_TTL = envint("EMBEDDING_CACHE_TTL", "3600")
 # busy); KBs under VECTOR_SCAN_PARALLEL_ROWS rows scan on the calling thread.
 VECTOR_SCAN_THREADS = envint("VECTOR_SCAN_THREADS", str(min(4, os.cpu_count() or 1)))
 VECTOR_SCAN_PARALLEL_ROWS = envint("VECTOR_SCAN_PARALLEL_ROWS", "32768")
+# On PostgreSQL each process keeps the postings of the query terms it has read, per KB
+# content version, up to this size (a term found in every row of 100k chunks takes 1.6 MB).
+PG_POSTINGS_CACHE_MB = envint("PG_POSTINGS_CACHE_MB", "64")
 OPENAI_EMBEDDINGS_BASE_URL = os.getenv("OPENAI_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1")
 OPENAI_EMBEDDINGS_API_KEY = os.getenv("OPENAI_EMBEDDINGS_API_KEY", "")
 OPENAI_EMBEDDINGS_MODEL = os.getenv("OPENAI_EMBEDDINGS_MODEL", "text-embedding-3-small")

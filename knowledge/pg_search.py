@@ -13,7 +13,7 @@ processes see a change once it commits.
   postings (term, chunk, tf, dl) that triggers keep beside the entries (migration 0007). A
   query reads each of its terms' postings in one index-only range scan, packed as bytes,
   and scores them with numpy; N and the mean length are cached per content version. Each
-  process keeps the postings it has read for the KB's content version (_POSTINGS_CACHE_BYTES
+  process keeps the postings it has read for the KB's content version (PG_POSTINGS_CACHE_MB
   at most), so a term asked again costs nothing in the database. Ranking next to the data
   in PL/pgSQL (MaxScore over the postings) took 9-11 ms a query at 10k generated chunks,
   most of it summing the postings of words found in most rows; numpy sums them in ~0.1 ms.
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+from django.conf import settings
 from django.core.cache import cache as shared_cache
 from django.db import connection, transaction
 from django.db.models import F, QuerySet, Subquery
@@ -117,9 +118,7 @@ _STATS_SQL = f"""
     WHERE {_ENTRIES} AND e.level = %(level)s
 """
 _STATS_TTL_S = 3600
-# The postings of terms asked, kept per process and content version: a term in most rows
-# of a 10k-chunk KB is 160 kB, read from the index in ~5 ms and scored from here in ~0.1.
-_POSTINGS_CACHE_BYTES = 64 * 1024 * 1024
+
 _VERSION_SQL = "SELECT content_version, embedder, created_at FROM knowledge_knowledgebase WHERE id = %s"
 
 _TAGGED_SQL = f"""
@@ -210,7 +209,9 @@ class PgBackend:
     def __init__(self, params: BM25Params = BM25Params()) -> None:
         self.params = params
         self._pinned = threading.local()
-        self._postings = _BoundedCache(_POSTINGS_CACHE_BYTES)
+        # A term in most rows of a 10k-chunk KB has 160 kB of postings, read from the index in
+        # ~5 ms and scored from here in ~0.1 ms.
+        self._postings = _BoundedCache(settings.PG_POSTINGS_CACHE_MB * 1024 * 1024)
 
     @contextmanager
     def pinned(self, kb: KnowledgeBase) -> Iterator[None]:
