@@ -109,13 +109,14 @@ _LIVE_SQL = """
     WHERE c.id = ANY(%(ids)s::bigint[])
 """
 
-_STATS_SQL = f"""
-    SELECT count(*), coalesce(avg(cardinality(array_remove(string_to_array(e.tokens, ' '), ''))), 0),
-           coalesce(max(e.dims), 0),
+# Sums of the ledger that triggers keep beside the entries (migration 0011): no entry is read.
+_STATS_SQL = """
+    SELECT coalesce(sum(s.entries), 0), coalesce(sum(s.tokens), 0), coalesce(max(s.dims), 0),
            (SELECT greatest(i.reltuples, 0) FROM pg_class i
-            WHERE i.relname = 'knowledge_searchentry_hnsw_' || max(e.dims))
-    FROM knowledge_searchentry e
-    WHERE {_ENTRIES} AND e.level = %(level)s
+            WHERE i.relname = 'knowledge_searchentry_hnsw_' || max(s.dims))
+    FROM knowledge_searchstats s
+    WHERE s.kb_id = %(kb)s AND s.level = %(level)s
+      AND s.embedder = (SELECT k.embedder FROM knowledge_knowledgebase k WHERE k.id = %(kb)s)
 """
 _STATS_TTL_S = 3600
 
@@ -284,9 +285,10 @@ class PgBackend:
         if stats is None:
             with connection.cursor() as cursor:
                 cursor.execute(_STATS_SQL, {"kb": kb.pk, "level": level})
-                rows, mean_length, dims, indexed_rows = cursor.fetchone()
+                rows, tokens, dims, indexed_rows = cursor.fetchone()
             indexed_rows = None if indexed_rows is None else int(indexed_rows)
-            stats = (int(rows), float(mean_length), int(dims), indexed_rows, embedder)
+            mean_length = int(tokens) / int(rows) if rows else 0.0
+            stats = (int(rows), mean_length, int(dims), indexed_rows, embedder)
             shared_cache.set(key, stats, _STATS_TTL_S)
         return CorpusStats(*stats)
 

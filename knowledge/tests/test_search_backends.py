@@ -686,3 +686,44 @@ def test_deleting_a_kb_leaves_none_of_its_postings(kb, docs):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM knowledge_searchposting WHERE kb_id = %s", [kb.pk])
         assert cursor.fetchone()[0] == 0
+
+
+def _counted(kb, level: int = Chunk.CHILD) -> tuple[int, int]:
+    """(entries, tokens) of the KB level under its embedder, counted from the entries themselves."""
+    tokens = SearchEntry.objects.filter(kb=kb, level=level, embedder=KnowledgeBase.objects.get(pk=kb.pk).embedder)
+    lengths = [len(text.split()) for text in tokens.values_list("tokens", flat=True)]
+    return len(lengths), sum(lengths)
+
+
+def _ledger(kb, level: int = Chunk.CHILD) -> tuple[int, int, int]:
+    """(entries, tokens, rows) of the KB level in the stats ledger."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(entries), 0), coalesce(sum(tokens), 0), count(*) FROM knowledge_searchstats"
+            " WHERE kb_id = %s AND level = %s AND embedder = (SELECT embedder FROM knowledge_knowledgebase WHERE id = %s)",
+            [kb.pk, level, kb.pk],
+        )
+        return tuple(int(value) for value in cursor.fetchone())
+
+
+@postgresql_only
+def test_the_database_keeps_each_levels_entry_and_token_counts(kb, docs, backend):
+    assert _ledger(kb)[:2] == _counted(kb) and _counted(kb)[0] > 0
+    stats = backend.corpus_stats(kb, Chunk.CHILD)
+    assert (stats.rows, stats.mean_length) == (_counted(kb)[0], _counted(kb)[1] / _counted(kb)[0])
+
+    entry = SearchEntry.objects.filter(kb=kb, level=Chunk.CHILD).exclude(tokens="").first()
+    SearchEntry.objects.filter(pk=entry.pk).update(tokens="brand new brand")
+    assert _ledger(kb)[:2] == _counted(kb)
+    delete_document(docs["curing"])
+    assert _ledger(kb)[:2] == _counted(kb)
+
+    rows_before = _ledger(kb)[2]
+    KnowledgeBase.objects.filter(pk=kb.pk).update(content_version=15)
+    kb.bump_content_version()  # the 16th version folds the ledger
+    assert _ledger(kb)[2] == 1 < rows_before and _ledger(kb)[:2] == _counted(kb)
+
+    KnowledgeBase.objects.filter(pk=kb.pk).delete()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM knowledge_searchstats WHERE kb_id = %s", [kb.pk])
+        assert cursor.fetchone()[0] == 0
