@@ -8,6 +8,7 @@ indexes and that both backends agree on the same data.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -385,6 +386,24 @@ def test_it_returns_the_texts_around_each_chunk(kb, docs, backend):
         (doc, Chunk.CHILD, chunks[2].index): chunks[2].text,
     }
     assert backend.neighbours(kb, []) == {}
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_the_texts_around_loaded_chunks_are_the_same_when_pinned(kb, docs, backend, pinned):
+    chunks = children(docs["curing"])
+    doc = docs["curing"].pk
+    with search.pinned(backend, kb) if pinned else nullcontext():
+        loaded = backend.chunks(kb, [chunks[0].pk, chunks[1].pk])
+        with CaptureQueriesContext(connection) as queries:
+            around = backend.neighbours(kb, list(loaded.values()))
+
+    assert dict(around) == {
+        (doc, Chunk.CHILD, chunks[0].index): chunks[0].text,
+        (doc, Chunk.CHILD, chunks[1].index): chunks[1].text,
+        (doc, Chunk.CHILD, chunks[2].index): chunks[2].text,
+    }
+    if ON_POSTGRESQL and pinned:
+        assert queries.captured_queries == []  # the chunks brought their neighbours along
 
 
 def test_it_counts_the_live_chunks_it_searches(kb, docs, backend):
