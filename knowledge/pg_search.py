@@ -26,7 +26,6 @@ would make the planner hash whole tables or give up the HNSW ordering.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -42,7 +41,7 @@ from django.db.models import F, QuerySet, Subquery
 
 from agentic_rag.vectors import to_pgvector_text
 
-from .bm25 import BM25Params, best_pairs
+from .bm25 import BM25Params, best_pairs, lucene_idf
 from .models import Chunk, KnowledgeBase, SearchEntry
 from .search import ChunkInfo, Hit, Placed, chunk_info, most_tagged
 
@@ -249,7 +248,7 @@ class PgBackend:
         if not counts or top_k <= 0 or (only is not None and not only):
             return []
         version = self._version(kb)
-        stats = self.corpus_stats(kb, level)
+        stats = _corpus_stats(kb.pk, version, level)
         if version is None or stats.rows == 0:
             return []
         postings = self._term_postings(kb.pk, version, level, sorted(counts))
@@ -285,21 +284,7 @@ class PgBackend:
 
     def corpus_stats(self, kb, level: int) -> CorpusStats:
         """Row count, mean length and index size of the KB level, cached per content version."""
-        version = self._version(kb)
-        if version is None:
-            return CorpusStats(0, 0.0, 0, None, "")
-        embedder = version[1]
-        key = f"pg-search:stats:{_version_key(kb.pk, version)}:{level}"
-        stats = shared_cache.get(key)
-        if stats is None:
-            with connection.cursor() as cursor:
-                cursor.execute(_STATS_SQL, {"kb": kb.pk, "level": level})
-                rows, tokens, dims, indexed_rows = cursor.fetchone()
-            indexed_rows = None if indexed_rows is None else int(indexed_rows)
-            mean_length = int(tokens) / int(rows) if rows else 0.0
-            stats = (int(rows), mean_length, int(dims), indexed_rows, embedder)
-            shared_cache.set(key, stats, _STATS_TTL_S)
-        return CorpusStats(*stats)
+        return _corpus_stats(kb.pk, self._version(kb), level)
 
     def vector(self, kb, query: np.ndarray, *, level: int, top_k: int, only=None) -> list[Hit]:
         query = np.asarray(query, dtype=np.float32).ravel()
@@ -417,8 +402,7 @@ def bm25_weights(
     for term, records in postings.items():
         if not records.size:
             continue
-        df = records.size
-        idf = math.log1p((stats.rows - df + 0.5) / (df + 0.5))
+        idf = lucene_idf(records.size, stats.rows)  # a term's df is the length of its postings
         tf = records["tf"].astype(np.float64)
         norm = params.k1 * (1 - params.b + params.b * records["dl"] / (stats.mean_length or 1.0))
         chunks.append(records["chunk"].astype(np.int64))
@@ -485,6 +469,23 @@ class _Pin:
 
     version: tuple | None
     neighbours: dict[tuple[int, int, int], str] = field(default_factory=dict)
+
+
+def _corpus_stats(kb_id: int, version: tuple | None, level: int) -> CorpusStats:
+    """CorpusStats of the KB level at version (the KB's version row), cached per version."""
+    if version is None:
+        return CorpusStats(0, 0.0, 0, None, "")
+    key = f"pg-search:stats:{_version_key(kb_id, version)}:{level}"
+    stats = shared_cache.get(key)
+    if stats is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_STATS_SQL, {"kb": kb_id, "level": level})
+            rows, tokens, dims, indexed_rows = cursor.fetchone()
+        indexed_rows = None if indexed_rows is None else int(indexed_rows)
+        mean_length = int(tokens) / int(rows) if rows else 0.0
+        stats = (int(rows), mean_length, int(dims), indexed_rows, version[1])
+        shared_cache.set(key, stats, _STATS_TTL_S)
+    return CorpusStats(*stats)
 
 
 def _version_row(kb_id: int) -> tuple | None:
