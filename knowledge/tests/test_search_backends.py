@@ -595,6 +595,40 @@ def _recording(function, calls: list):
 
 
 @postgresql_only
+def test_an_hnsw_scan_leaves_no_setting_behind_in_a_transaction(kb, docs, backend, monkeypatch):
+    assert connection.in_atomic_block  # pytest-django's test transaction: the savepoint path
+    _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_an_hnsw_scan_leaves_no_setting_behind_in_autocommit(kb, docs, backend, monkeypatch):
+    assert not connection.in_atomic_block  # one message, one implicit transaction
+    _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch)
+
+
+def _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch) -> None:
+    from knowledge import pg_search
+
+    monkeypatch.setattr(pg_search, "_HNSW_READ_COST", 0)  # the HNSW index even for three documents
+    monkeypatch.setattr(pg_search, "vector_sql", _recording(pg_search.vector_sql, calls := []))
+    names = ("enable_sort", "hnsw.ef_search", "hnsw.iterative_scan")
+    before = _settings(names)
+
+    hits = backend.vector(kb, query_vector("curing concrete"), level=Chunk.CHILD, top_k=3)
+
+    assert calls and all(kwargs["is_ann"] for kwargs in calls)
+    assert len(hits) == 3
+    assert _settings(names) == before and before[0] == "on"
+
+
+def _settings(names: Sequence[str]) -> tuple[str, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join("current_setting(%s)" for _ in names), list(names))
+        return cursor.fetchone()
+
+
+@postgresql_only
 def test_it_can_use_the_hnsw_index(kb, docs):
     from knowledge import pg_search
 
