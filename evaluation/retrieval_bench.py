@@ -25,7 +25,7 @@ from knowledge.memory_snapshot import compacted
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from knowledge.postprocess import PostContext, default_pipeline, run_postprocessing
 from knowledge.retrieval import RetrievalParams, retrieve
-from knowledge.search import get_backend, refresh_planner_statistics
+from knowledge.search import get_backend, hnsw_index_built_after, refresh_planner_statistics
 
 VOCABULARY = 30_000
 TOKENS_PER_CHILD = 120
@@ -48,7 +48,8 @@ def _words(rng: np.random.Generator, count: int) -> list[str]:
 def generate_corpus(kb: KnowledgeBase, corpus: SyntheticCorpus, embedder_name: str) -> None:
     """Write a synthetic corpus into an empty KB, searchable under `embedder_name`."""
     rng = np.random.default_rng(corpus.seed)
-    with transaction.atomic():
+    rows = corpus.children + corpus.children // CHILDREN_PER_PARENT
+    with hnsw_index_built_after(corpus.dims, expected_rows=rows), transaction.atomic():
         for start in range(0, corpus.children, CHILDREN_PER_DOCUMENT):
             count = min(CHILDREN_PER_DOCUMENT, corpus.children - start)
             _write_document(kb, rng, start // CHILDREN_PER_DOCUMENT, count, corpus.dims, embedder_name)

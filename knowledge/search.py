@@ -8,8 +8,8 @@ process holds an index).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -204,6 +204,38 @@ def refresh_planner_statistics() -> None:
         # cannot run inside a transaction; there ANALYZE at least gives the planner counts.
         maintain = "ANALYZE" if connection.in_atomic_block else "VACUUM (ANALYZE)"
         cursor.execute(f"{maintain} knowledge_searchposting")
+
+
+@contextmanager
+def hnsw_index_built_after(dims: int, *, expected_rows: int) -> Iterator[None]:
+    """Bulk-load the first vectors of `dims` dimensions without their HNSW index, then build it.
+
+    Inserting rows into the index one by one took 3/4 of a 3k-chunk synthetic load here
+    (42.6 s against 10.5 s plus a 7 s build). Only when no row of that dimension exists yet:
+    dropping an index others search would slow their queries for the whole load. And only
+    outside a transaction: PostgreSQL builds no index on a table with pending trigger events.
+    """
+    index = f"knowledge_searchentry_hnsw_{int(dims)}"
+    definition = None
+    is_alone = connection.vendor == "postgresql" and not connection.in_atomic_block
+    if is_alone and not SearchEntry.objects.filter(dims=dims).exists():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index])
+            row = cursor.fetchone()
+            if row is not None:
+                definition = row[0]
+                cursor.execute(f'DROP INDEX "{index}"')
+    try:
+        yield
+    finally:
+        if definition is not None:
+            # The graph builds several times faster when it fits in maintenance_work_mem (a
+            # 1024-d row takes about 4.4 kB in it); capped, for machines smaller than this one.
+            memory_mb = min(4096, max(64, expected_rows * (dims * 4 + 300) // 1_000_000 * 5 // 4))
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET maintenance_work_mem = '{memory_mb}MB'")
+                cursor.execute(definition)
+                cursor.execute("RESET maintenance_work_mem")
 
 
 _backend: SearchBackend | None = None
