@@ -5,7 +5,8 @@ scored by
 - coverage: the share of the question's term weight it holds, its section title and
   document name helping (under an FAQ heading that asks the question, in full);
 - the answer type the question expects (a number for 多少/how many, a time, a threshold,
-  a list, a name): a unit holding that kind of fact is worth more;
+  a list, a name, a version): a unit holding that kind of fact is worth more, and a name
+  glued to its version ("python3") also counts as the name;
 - novelty: a unit that only repeats the question's words answers nothing;
 - the embedder's similarity to the question, and the rank of its evidence (top first);
 - commands and code lines are skipped unless the question asks for them.
@@ -39,6 +40,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
     "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),
+    "version": re.compile(r"版本|\bversions?\b|\brelease\b", re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
@@ -55,7 +57,10 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
     "how": re.compile(r"."),
     "identifier": re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
+    "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
 }
+# Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
+_NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
@@ -165,6 +170,7 @@ def read(
     A compound question ("何时打开？半开时做什么？") is read once whole, then once per part,
     each part adding its best unit, so every part gets an answer.
     """
+    tokenize = _with_names_of_versions(tokenize)
     located = _locate(passages, tokenize)
     weights = _idf([item.terms for item in located])
 
@@ -178,6 +184,17 @@ def read(
         if best and len(picks) < options.max_units and all(best[0].unit.text != p.unit.text for p in picks):
             picks.append(best[0])
     return Reading(tuple(picks), expected_answer_types(question))
+
+
+def _with_names_of_versions(tokenize: Tokenize) -> Tokenize:
+    """tokenize, plus the name in a name glued to its version: "python3" also says "python"
+    ("需要什么版本的 Python" is answered by "要求：python3 3.11 及以上")."""
+
+    def terms(text: str) -> list[str]:
+        found = tokenize(text)
+        return found + [term for token in found if (m := _NAME_AND_VERSION.fullmatch(token)) for term in tokenize(m[1])]
+
+    return terms
 
 
 def _name_words(name: str) -> str:

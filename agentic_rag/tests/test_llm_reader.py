@@ -66,7 +66,8 @@ def test_it_tells_commands_and_code_from_prose(line, is_code):
     ("question", "kind"),
     [("混合检索的权重是多少？", "number"), ("How many stages are there?", "number"),
      ("多久过期？", "time"), ("哪些文件格式可以上传？", "list"), ("What is the gate's threshold?", "threshold"),
-     ("知识问答时大模型用什么温度？", "number"), ("Which temperature does code generation use?", "number")],
+     ("知识问答时大模型用什么温度？", "number"), ("Which temperature does code generation use?", "number"),
+     ("需要什么版本的 Python？", "version"), ("Which Django version does it run on?", "version")],
 )
 def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
     assert kind in expected_answer_types(question)
@@ -268,3 +269,18 @@ def test_a_temperature_question_is_answered_by_the_value_not_by_talk_about_the_m
     reading = read("知识问答时大模型用什么温度？", passages, tokenize=analyze)
 
     assert reading.picks and reading.picks[0].unit.text.startswith("知识问答 0.1")
+
+
+def test_a_version_question_is_answered_by_the_version_of_a_name_written_with_its_number():
+    from knowledge.analysis import analyze
+
+    passages = [
+        Passage(
+            "1", "要求：`python3` 3.11 及以上。`make run` 依次完成：\n\n1. 用 `python3` 创建 `.venv`；\n"
+            "2. 安装 `requirements.txt` 中精确锁定版本的依赖；\n3. 执行数据库迁移（`migrate`）；", 0, "2.1 make run",
+        ),
+    ]
+
+    reading = read("跑 make run 需要什么版本的 Python？", passages, tokenize=analyze)
+
+    assert reading.picks and "3.11" in reading.picks[0].unit.text
