@@ -2,15 +2,17 @@
 
 Two backends keep it: `memory_index.MemoryBackend` (embedded default: per-process numpy
 and BM25 indexes, updated with the changed documents when the KB's content_version
-moves) and `pg_search.PgBackend` (full stack: pgvector HNSW and PostgreSQL full-text; no
+moves) and `pg_search.PgBackend` (full stack: pgvector HNSW and a postings index in SQL; no
 process holds an index).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Protocol
 
 import numpy as np
@@ -19,6 +21,8 @@ from django.db.models import F, QuerySet, Subquery
 
 from .candidates import Candidate
 from .models import KnowledgeBase, SearchEntry
+
+log = logging.getLogger(__name__)
 
 Hit = tuple[int, float]  # (chunk id, score), best first
 
@@ -232,10 +236,12 @@ def hnsw_index_built_after(dims: int, *, expected_rows: int) -> Iterator[None]:
             # The graph builds several times faster when it fits in maintenance_work_mem (a
             # 1024-d row takes about 4.4 kB in it); capped, for machines smaller than this one.
             memory_mb = min(4096, max(64, expected_rows * (dims * 4 + 300) // 1_000_000 * 5 // 4))
+            started = perf_counter()
             with connection.cursor() as cursor:
                 cursor.execute(f"SET maintenance_work_mem = '{memory_mb}MB'")
                 cursor.execute(definition)
                 cursor.execute("RESET maintenance_work_mem")
+            log.info("built %s after the load in %.1f s (maintenance_work_mem %s MB)", index, perf_counter() - started, memory_mb)
 
 
 _backend: SearchBackend | None = None
