@@ -37,8 +37,11 @@ def extract_json(text: str, *, field: str = "answer", canned: str = CANNED_MESSA
 
 def parse_json_reply(text: str, *, field: str = "answer", canned: str = CANNED_MESSAGE) -> JsonReply:
     """Run the fallback chain over text and say which step succeeded."""
-    text = strip_think(text or "").strip()
-    for step, candidate in _candidates(text):
+    original = (text or "").strip()
+    text = strip_think(original).strip()
+    # Then the reply as written: "<think>" inside a string of a valid object is data, and
+    # stripping it as a think block cut the object short.
+    for step, candidate in [*_candidates(text), *(_candidates(original) if text != original else ())]:
         data = _loads_object(candidate, strict=True)
         if data is not None:
             return JsonReply(data, step)

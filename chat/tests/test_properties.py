@@ -100,6 +100,12 @@ def test_the_json_extractor_always_returns_an_object(text):
     assert isinstance(data, dict)
 
 
+def test_an_object_whose_strings_hold_a_think_tag_is_read_as_written():
+    assert extract_json('{"<think>": 0}', field="answer") == {"<think>": 0}
+    assert extract_json('```json\n{"note": "<think> is a tag"}\n```', field="answer") == {"note": "<think> is a tag"}
+    assert extract_json('<think>{"draft": 1}</think>{"answer": "ok"}', field="answer") == {"answer": "ok"}
+
+
 @FAST
 @given(st.dictionaries(st.text(min_size=1, max_size=10), st.one_of(st.integers(), st.text(max_size=20), st.booleans()), max_size=5),
        st.text(max_size=40), st.text(max_size=40))
