@@ -576,11 +576,6 @@ def _hnsw_settings(fetch: int) -> str:
     )
 
 
-def _use_hnsw(cursor, fetch: int) -> None:
-    """Scan by HNSW for the rest of the caller's transaction."""
-    cursor.execute(_hnsw_settings(fetch))
-
-
 def _scan_hnsw(cursor, sql: str, params: Mapping, fetch: int) -> list[tuple]:
     """Run the HNSW query `sql` under its settings in one round trip, leaving no setting behind.
 

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Literal
 
 from agentic_rag.llm.thinking import strip_think
@@ -41,7 +42,7 @@ def parse_json_reply(text: str, *, field: str = "answer", canned: str = CANNED_M
     text = strip_think(original).strip()
     # Then the reply as written: "<think>" inside a string of a valid object is data, and
     # stripping it as a think block cut the object short.
-    for step, candidate in [*_candidates(text), *(_candidates(original) if text != original else ())]:
+    for step, candidate in chain(_candidates(text), _candidates(original) if text != original else ()):
         data = _loads_object(candidate, strict=True)
         if data is not None:
             return JsonReply(data, step)

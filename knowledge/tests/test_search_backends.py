@@ -651,7 +651,7 @@ def _plan(sql: str, params: dict, *, without: Sequence[str] = (), as_ann: bool =
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
             if as_ann:
-                pg_search._use_hnsw(cursor, params["fetch"])
+                cursor.execute(pg_search._hnsw_settings(params["fetch"]))
             for index in without:
                 cursor.execute(f'DROP INDEX "{index}"')
             cursor.execute("EXPLAIN " + sql, params)
