@@ -263,6 +263,9 @@ VECTOR_SCAN_PARALLEL_ROWS = envint("VECTOR_SCAN_PARALLEL_ROWS", "32768")
 # On PostgreSQL each process keeps the postings of the query terms it has read, per KB
 # content version, up to this size (a term found in every row of 100k chunks takes 1.6 MB).
 PG_POSTINGS_CACHE_MB = envint("PG_POSTINGS_CACHE_MB", "64")
+# Threads per process, each with its own database connection, that run a hybrid query's
+# vector leg while the keyword leg runs (0: one after the other on the caller's connection).
+PG_SIDE_CONNECTIONS = envint("PG_SIDE_CONNECTIONS", "2")
 OPENAI_EMBEDDINGS_BASE_URL = os.getenv("OPENAI_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1")
 OPENAI_EMBEDDINGS_API_KEY = os.getenv("OPENAI_EMBEDDINGS_API_KEY", "")
 OPENAI_EMBEDDINGS_MODEL = os.getenv("OPENAI_EMBEDDINGS_MODEL", "text-embedding-3-small")

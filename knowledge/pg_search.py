@@ -32,13 +32,15 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache as shared_cache
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F, QuerySet, Subquery
 
+from agentic_rag.side_connections import SideConnections
 from agentic_rag.vectors import to_pgvector_text
 
 from .bm25 import BM25Params, best_pairs, lucene_idf
@@ -121,6 +123,12 @@ _STATS_TTL_S = 3600
 # A remembered liveness (key tuple, int, bool, the map's slot) takes about 200 bytes.
 _LIVENESS_ENTRY_BYTES = 200
 _LIVENESS_CACHE_BYTES = 16 * 1024 * 1024
+
+# Threads that run a hybrid query's vector leg beside its keyword leg, each on a connection
+# of its own (a process holds this many more while it serves queries).
+_SIDE_LEGS = SideConnections(settings.PG_SIDE_CONNECTIONS)
+
+T = TypeVar("T")
 
 _VERSION_SQL = "SELECT content_version, embedder, created_at FROM knowledge_knowledgebase WHERE id = %s"
 
@@ -240,6 +248,40 @@ class PgBackend:
         finally:
             if outer is None:
                 pins.pop(kb.pk, None)
+
+    def alongside(self, kb, work: Callable[[], T]) -> Callable[[], T] | None:
+        """Start `work` (one leg of this query) on a side connection; call the result for its value.
+
+        None when it must run in the caller: inside a transaction, whose uncommitted rows
+        another connection cannot see, or when every side connection is busy. The work sees
+        this query's pin, so the KB's version row is read once for both legs.
+        """
+        if connection.in_atomic_block:
+            return None
+        pin = self._pin(kb)
+
+        def run() -> T:
+            pins = self._pinned.__dict__.setdefault("by_kb", {})
+            pins[kb.pk] = pin
+            try:
+                return work()
+            except (InterfaceError, OperationalError):
+                connection.close()  # a connection the server dropped while idle: a new one next time
+                raise
+            finally:
+                pins.pop(kb.pk, None)
+
+        future = _SIDE_LEGS.try_submit(run)
+        if future is None:
+            return None
+
+        def result() -> T:
+            try:
+                return future.result()
+            except (InterfaceError, OperationalError):
+                return work()  # once more on the caller's connection, which says if the database is down
+
+        return result
 
     def _pin(self, kb) -> _Pin | None:
         return self._pinned.__dict__.get("by_kb", {}).get(kb.pk)

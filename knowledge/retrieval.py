@@ -28,7 +28,7 @@ from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
 from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
-from .search import Hit, SearchBackend, best_of, get_backend, pinned
+from .search import Hit, SearchBackend, alongside, best_of, get_backend, pinned
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph")
@@ -235,12 +235,7 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
         keywords = [t for tokens in context.tokens for t in tokens]
         bonuses = FusionBonuses().scaled(params.paths.bonus_scale)
         return timer("fusion", lambda: weighted_rrf(paths, keywords=keywords, scope=params.scope, bonuses=bonuses))
-    hits = {}
-    if params.mode in ("bm25", "hybrid", "hybrid+graph"):
-        hits["bm25"] = timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
-    if params.mode in ("vector", "hybrid", "hybrid+graph"):
-        hits["vector"] = timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
-    legs = context.candidates_by_source(hits)
+    legs = _keyword_and_vector_legs(context, params, timer)
     if params.mode in GRAPH_MODES:
         legs["graph"] = timer("graph", lambda: _graph_leg(context, params, result))
     result.legs = legs
@@ -250,6 +245,34 @@ def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     # not passages); hybrid+graph adds its documents after the rerank (_expand_with_graph).
     fused_legs = {name: hits for name, hits in legs.items() if name != "graph"}
     return timer("fusion", lambda: fuse(fused_legs, params=params.fusion))
+
+
+def _keyword_and_vector_legs(context: SearchContext, params: RetrievalParams, timer) -> dict[str, list[Candidate]]:
+    """The candidates of the keyword and vector legs the mode asks for.
+
+    When the backend can, the vector leg runs and loads its chunks beside the keyword leg
+    (on PostgreSQL, while the HNSW scan runs); else both legs' chunks load in one call.
+    """
+    wants_keyword = params.mode in ("bm25", "hybrid", "hybrid+graph")
+    wants_vector = params.mode in ("vector", "hybrid", "hybrid+graph")
+
+    def keyword_hits() -> list[Hit]:
+        return timer("bm25", lambda: context.keyword_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+
+    def vector_hits() -> list[Hit]:
+        return timer("vector", lambda: context.vector_hits(level=Chunk.CHILD, top_k=params.leg_top_k))
+
+    if wants_keyword and wants_vector:
+        vector_leg = alongside(context.backend, context.kb, lambda: context.candidates(vector_hits(), "vector"))
+        if vector_leg is not None:
+            keyword = context.candidates(keyword_hits(), "bm25")
+            return {"bm25": keyword, "vector": vector_leg()}
+    hits = {}
+    if wants_keyword:
+        hits["bm25"] = keyword_hits()
+    if wants_vector:
+        hits["vector"] = vector_hits()
+    return context.candidates_by_source(hits)
 
 
 def _graph_leg(context: SearchContext, params: RetrievalParams, result: RetrievalResult) -> list[Candidate]:

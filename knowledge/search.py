@@ -9,11 +9,11 @@ process holds an index).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from django.db import connection
@@ -25,6 +25,7 @@ from .models import KnowledgeBase, SearchEntry
 log = logging.getLogger(__name__)
 
 Hit = tuple[int, float]  # (chunk id, score), best first
+T = TypeVar("T")
 
 
 class Placed(Protocol):
@@ -139,6 +140,15 @@ def pinned(backend: SearchBackend, kb: KnowledgeBase) -> AbstractContextManager:
     """
     pin = getattr(backend, "pinned", None)
     return pin(kb) if pin is not None else nullcontext()
+
+
+def alongside(backend: SearchBackend, kb: KnowledgeBase, work: Callable[[], T]) -> Callable[[], T] | None:
+    """Start `work` beside the caller's next steps if the backend can; call the result for its value.
+
+    None when the backend runs everything in the caller (the embedded one scores in memory).
+    """
+    start = getattr(backend, "alongside", None)
+    return start(kb, work) if start is not None else None
 
 
 def live_entries(kb: KnowledgeBase) -> QuerySet:

@@ -7,6 +7,7 @@ indexes and that both backends agree on the same data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from contextlib import nullcontext
 
@@ -17,6 +18,7 @@ from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
 from agentic_rag.embeddings import clear_embedder_cache, get_embedder
+from agentic_rag.side_connections import SideConnections
 from knowledge import search
 from knowledge.analysis import analyze
 from knowledge.indexing import index_text
@@ -605,6 +607,82 @@ def test_an_hnsw_scan_leaves_no_setting_behind_in_a_transaction(kb, docs, backen
 def test_an_hnsw_scan_leaves_no_setting_behind_in_autocommit(kb, docs, backend, monkeypatch):
     assert not connection.in_atomic_block  # one message, one implicit transaction
     _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch)
+
+
+HYBRID = RetrievalParams(mode="hybrid", top_k=5)
+
+
+def _ranked(result) -> list[tuple[int, float]]:
+    return [(c.chunk_id, round(c.score, 6)) for c in result.candidates]
+
+
+def _vector_threads(backend, monkeypatch) -> list[int]:
+    """The threads the backend's vector leg runs on, from now on."""
+    threads: list[int] = []
+    vector = backend.vector
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.get_ident())
+        return vector(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "vector", recorded)
+    return threads
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_hybrid_query_runs_its_vector_leg_beside_the_keyword_leg_with_the_same_result(kb, docs, backend, monkeypatch):
+    from knowledge import pg_search
+
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(0))
+    one_after_the_other = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(1))
+    threads = _vector_threads(backend, monkeypatch)
+    monkeypatch.setattr(pg_search, "_version_row", _recording(pg_search._version_row, version_reads := []))
+
+    side_by_side = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+
+    assert threads and threading.get_ident() not in threads
+    assert len(version_reads) == 1  # the side thread works under the query's pin
+    assert _ranked(side_by_side) == _ranked(one_after_the_other)
+    assert _ranked(side_by_side)[0][0] == child_in_section(docs["curing"], "1.2").pk
+
+
+@postgresql_only
+def test_inside_a_transaction_both_legs_run_on_its_connection(kb, backend, monkeypatch):
+    from knowledge import pg_search
+
+    assert connection.in_atomic_block
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(1))
+    threads = _vector_threads(backend, monkeypatch)
+    document = ingest(kb, "curing.md", CURING_MD)  # not committed: another connection would not see it
+
+    result = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+
+    assert threads == [threading.get_ident()]
+    assert {c.doc_id for c in result.legs["vector"]} == {document.pk}
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_side_connection_the_server_dropped_is_replaced_and_loses_no_query(kb, docs, backend, monkeypatch):
+    from knowledge import pg_search
+
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(1))
+    first = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+    with connection.cursor() as cursor:  # as a database restart or an idle timeout would
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    threads = _vector_threads(backend, monkeypatch)
+
+    after_the_drop = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+    again = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+
+    assert _ranked(after_the_drop) == _ranked(first) == _ranked(again)
+    assert threading.get_ident() in threads[:2]  # the dropped leg ran once more here
+    assert threads[-1] != threading.get_ident()  # and the next query's on a new side connection
 
 
 def _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch) -> None:
