@@ -45,7 +45,7 @@ class SideConnections:
     def __init__(self, size: int, *, idle_s: float = 30.0) -> None:
         self._size = size
         self._idle_s = idle_s
-        self._threads: list[_SideThread] = []
+        self._started = 0
         self._free: list[_SideThread] = []
         self._lock = threading.Lock()
 
@@ -58,22 +58,26 @@ class SideConnections:
 
         def job() -> None:
             try:
-                future.set_result(work())
+                result = work()
             except BaseException as error:  # the caller re-raises it from future.result()
+                self._give_back(side)
                 future.set_exception(error)
-            finally:
-                with self._lock:
-                    self._free.append(side)
+            else:
+                self._give_back(side)  # before the result: whoever reads it may submit again at once
+                future.set_result(result)
 
         side.jobs.put(job)
         return future
+
+    def _give_back(self, side: _SideThread) -> None:
+        with self._lock:
+            self._free.append(side)
 
     def _take(self) -> _SideThread | None:
         with self._lock:
             if self._free:
                 return self._free.pop()
-            if len(self._threads) < self._size:
-                side = _SideThread(self._idle_s)
-                self._threads.append(side)
-                return side
+            if self._started < self._size:
+                self._started += 1
+                return _SideThread(self._idle_s)
             return None

@@ -668,13 +668,11 @@ def test_inside_a_transaction_both_legs_run_on_its_connection(kb, backend, monke
 def test_a_side_connection_the_server_dropped_is_replaced_and_loses_no_query(kb, docs, backend, monkeypatch):
     from knowledge import pg_search
 
-    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(1))
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", side := SideConnections(1))
     first = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+    side_pid = side.try_submit(_backend_pid).result(timeout=10)
     with connection.cursor() as cursor:  # as a database restart or an idle timeout would
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+        cursor.execute("SELECT pg_terminate_backend(%s)", [side_pid])
     threads = _vector_threads(backend, monkeypatch)
 
     after_the_drop = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
@@ -683,6 +681,12 @@ def test_a_side_connection_the_server_dropped_is_replaced_and_loses_no_query(kb,
     assert _ranked(after_the_drop) == _ranked(first) == _ranked(again)
     assert threading.get_ident() in threads[:2]  # the dropped leg ran once more here
     assert threads[-1] != threading.get_ident()  # and the next query's on a new side connection
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
 
 
 def _assert_hnsw_scan_restores_settings(kb, backend, monkeypatch) -> None:
