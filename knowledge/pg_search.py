@@ -231,6 +231,8 @@ class PgBackend:
         # Whether a chunk is live, per content version: publishing a version, deleting a
         # document or moving the KB to another embedder bumps the version in its transaction.
         self._liveness = _BoundedCache(_LIVENESS_CACHE_BYTES)
+        self._queries_in_flight = 0  # pinned queries of this process (see alongside)
+        self._in_flight_lock = threading.Lock()
 
     @contextmanager
     def pinned(self, kb: KnowledgeBase) -> Iterator[None]:
@@ -242,21 +244,32 @@ class PgBackend:
         """
         pins = self._pinned.__dict__.setdefault("by_kb", {})
         outer = pins.get(kb.pk)
-        pins[kb.pk] = outer or _Pin(_version_row(kb.pk))
+        if outer is not None:
+            yield
+            return
+        pins[kb.pk] = _Pin(_version_row(kb.pk))
+        self._count_query(1)
         try:
             yield
         finally:
-            if outer is None:
-                pins.pop(kb.pk, None)
+            pins.pop(kb.pk, None)
+            self._count_query(-1)
+
+    def _count_query(self, step: int) -> None:
+        with self._in_flight_lock:
+            self._queries_in_flight += step
 
     def alongside(self, kb, work: Callable[[], T]) -> Callable[[], T] | None:
         """Start `work` (one leg of this query) on a side connection; call the result for its value.
 
         None when it must run in the caller: inside a transaction, whose uncommitted rows
-        another connection cannot see, or when every side connection is busy. The work sees
-        this query's pin, so the KB's version row is read once for both legs.
+        another connection cannot see; while other queries of this process are searching,
+        whose work already keeps the cores busy; or when every side connection is busy.
+        The work sees this query's pin, so the KB's version row is read once for both legs.
         """
-        if connection.in_atomic_block:
+        # Under load the side thread only moves work between threads: 200 chat sessions at
+        # once on 2 cores took 21.0-21.3 s to their answers with it, 18.9-20.3 s without.
+        if connection.in_atomic_block or self._queries_in_flight > 1:
             return None
         pin = self._pin(kb)
 

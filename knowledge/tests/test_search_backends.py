@@ -649,6 +649,23 @@ def test_a_hybrid_query_runs_its_vector_leg_beside_the_keyword_leg_with_the_same
 
 
 @postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_while_another_query_searches_both_legs_run_on_the_callers_connection(kb, docs, backend, bob, monkeypatch):
+    from knowledge import pg_search
+
+    monkeypatch.setattr(pg_search, "_SIDE_LEGS", SideConnections(1))
+    threads = _vector_threads(backend, monkeypatch)
+    other_kb = KnowledgeBase.objects.create(slug="bob-kb", name="Bob's KB", owner=bob)
+
+    with backend.pinned(other_kb):  # a query of this process still searching another KB
+        while_busy = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+    alone = retrieve("curing concrete in cold weather", kb, HYBRID, backend=backend)
+
+    assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
+    assert _ranked(while_busy) == _ranked(alone)
+
+
+@postgresql_only
 def test_inside_a_transaction_both_legs_run_on_its_connection(kb, backend, monkeypatch):
     from knowledge import pg_search
 
