@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import get_llm
 from graphrag.search import local_search
 from knowledge.analysis import analyze
@@ -46,7 +46,7 @@ from .pipeline.stages import evidence_coverage
 MAX_ROUNDS = 3
 MAX_SUB_QUESTIONS = 4
 SUFFICIENT_COVERAGE = 0.5
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="deep-research")
+_POOL = DatabaseThreadPool(max_workers=4, thread_name_prefix="deep-research")
 
 # Where a compound question splits: question marks, semicolons, and the conjunctions that
 # start a second question ("…, and what …", "…以及…").

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from typing import Any
 
 from django.conf import settings
 
+from agentic_rag.db_threads import DatabaseThreadPool
 from knowledge.candidates import Candidate
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult
@@ -24,7 +25,7 @@ from .agent_support import combined_result, worker_output
 logger = logging.getLogger(__name__)
 
 RRF_K = 60
-_POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="fusion-agent")
+_POOL = DatabaseThreadPool(max_workers=6, thread_name_prefix="fusion-agent")
 
 
 class FusionAgentWorker:

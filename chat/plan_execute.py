@@ -20,10 +20,11 @@ import graphlib
 import re
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import get_llm
 from knowledge.analysis import analyze
 from knowledge.candidates import Candidate
@@ -47,7 +48,7 @@ QUESTION_TYPES = ("comparative", "relational", "factual", "analytical", "procedu
 TOOLS = ("kb_search", "graph_search")
 TASK_TIMEOUT_S = 10.0
 MAX_TASKS = 6
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="plan-execute")
+_POOL = DatabaseThreadPool(max_workers=4, thread_name_prefix="plan-execute")
 
 _TYPE_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("comparative", re.compile(r"(?i)区别|不同|对比|比较|相比|异同|\bvs\.?\b|versus|differ|compare|comparison|better than")),

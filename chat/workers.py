@@ -12,12 +12,13 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.conf import settings
 
+from agentic_rag.db_threads import DatabaseThreadPool
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 
@@ -121,7 +122,7 @@ class WorkerPool:
 
 
 WORKERS = WorkerPool()
-_FANOUT = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-worker")
+_FANOUT = DatabaseThreadPool(max_workers=8, thread_name_prefix="chat-worker")
 
 
 @dataclass(frozen=True)

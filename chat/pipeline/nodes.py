@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
 
+from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import ModelRouter
 from chat import memory
 from chat.models import Shortcut, TraceStatus
@@ -37,7 +37,7 @@ from .tools import AgentTools, ToolContext, ToolResult, run_calls
 
 logger = logging.getLogger("chat.pipeline")
 
-POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-stage")
+POOL = DatabaseThreadPool(max_workers=8, thread_name_prefix="chat-stage")
 HISTORY_TURN_CHARS = 1000
 SEARCH_FAILED = "the search failed"
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentic_rag.db_threads import DatabaseThreadPool
+
 # Tool calls get threads of their own: the KB search holds the pipeline's pool meanwhile.
-_TOOL_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chat-tool")
+_TOOL_POOL = DatabaseThreadPool(max_workers=8, thread_name_prefix="chat-tool")
 
 
 @dataclass(frozen=True)
