@@ -14,6 +14,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from channels.db import DatabaseSyncToAsync
 from django.db import connections
 
 
@@ -35,3 +36,16 @@ def drop_broken_connections() -> None:
                 connection.errors_occurred = False
             else:
                 connection.close()
+
+
+def database_sync_to_async(func):
+    """channels' database_sync_to_async on a pool of threads, not on the one thread that every
+    consumer's thread-sensitive call shares.
+
+    Under 200 chat sessions at once, their rate checks, form checks, admissions and final
+    renders queued on that one thread, so every answer arrived at about the end (answers p50
+    25-30 s, `bench load --sessions 200`); on the pool, with CHAT_CPU_SLOTS, p50 14.5 s. Each
+    call still opens and closes its connection as channels' does (close_old_connections), and
+    SQLite queues concurrent writers (IMMEDIATE transactions with a timeout, settings.py).
+    """
+    return DatabaseSyncToAsync(func, thread_sensitive=False)

@@ -308,6 +308,9 @@ CHAT_ENABLE_QUERY_REWRITE = envbool("CHAT_ENABLE_QUERY_REWRITE", "true")
 # chose otherwise for that KB); set, they override every KB.
 CHAT_ENABLE_RERANK = envbool_or_none("CHAT_ENABLE_RERANK")
 CHAT_TOP_K = envint("CHAT_TOP_K", "5")
+# Chat runs of one process computing at once (0: no bound); the others wait their turn, and
+# a run waiting on a language model lends its slot (agentic_rag.cpu_slots).
+CHAT_CPU_SLOTS = envint("CHAT_CPU_SLOTS", str(2 * (os.cpu_count() or 1)))
 CHAT_RERANK_TOP_K = envint("CHAT_RERANK_TOP_K", "5")
 CHAT_MIN_CONFIDENCE_SCORE = envfloat("CHAT_MIN_CONFIDENCE_SCORE", "0.5")
 # The answer gate: shortcut C unless one passage (its text and section title) holds at least

@@ -10,13 +10,13 @@ import json
 import logging
 import uuid
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.translation import gettext_lazy
 
+from agentic_rag.db_threads import database_sync_to_async
 from agentic_rag.ratelimit import Decision, check_rate
 
 from .adapters import error_event

@@ -6,10 +6,11 @@ renders, so a row looks the same whether it came with the page or over the socke
 
 from __future__ import annotations
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template import engines
 from django.template.loader import render_to_string
+
+from agentic_rag.db_threads import database_sync_to_async
 
 from .models import DocumentStatus, KnowledgeBase
 from .progress import background_indexing, kb_group_name

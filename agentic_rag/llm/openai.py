@@ -19,6 +19,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentic_rag.cpu_slots import chat_slots
 from agentic_rag.llm.base import (
     Completion,
     CompletionOptions,
@@ -178,13 +179,14 @@ class OpenAICompatibleProvider:
         call.connection = connection_class(url.hostname, url.port, timeout=self._timeouts.connect_s, **kwargs)
         path = url.path + (f"?{url.query}" if url.query else "")
         try:
-            call.connection.connect()
-            call.sock = call.connection.sock
-            call.arm(first_s)
-            call.connection.request(
-                "POST", path, json.dumps(body).encode(), self._headers(stream=body["stream"])
-            )
-            response = call.response = call.connection.getresponse()
+            with chat_slots().lent():  # waiting on the model: another chat run may compute meanwhile
+                call.connection.connect()
+                call.sock = call.connection.sock
+                call.arm(first_s)
+                call.connection.request(
+                    "POST", path, json.dumps(body).encode(), self._headers(stream=body["stream"])
+                )
+                response = call.response = call.connection.getresponse()
         except TimeoutError as exc:
             raise LLMTimeout(
                 f"no reply from {self.base_url} within {first_s:g} s", provider=self.name
@@ -223,7 +225,8 @@ class OpenAICompatibleProvider:
 
     def _readline(self, response: http.client.HTTPResponse, phase_s: float) -> bytes:
         try:
-            return response.readline()
+            with chat_slots().lent():
+                return response.readline()
         except TimeoutError as exc:
             raise LLMTimeout(f"stream stalled: nothing for {phase_s:g} s", provider=self.name) from exc
         except (OSError, http.client.HTTPException) as exc:
@@ -243,7 +246,8 @@ class OpenAICompatibleProvider:
 
     def _read_json(self, response: http.client.HTTPResponse) -> dict:
         try:
-            raw = response.read()
+            with chat_slots().lent():
+                raw = response.read()
         except TimeoutError as exc:
             raise LLMTimeout(
                 f"reply not complete within {self._timeouts.total_s:g} s", provider=self.name

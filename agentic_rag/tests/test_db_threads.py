@@ -65,3 +65,22 @@ def test_a_pool_thread_opens_a_new_connection_after_the_server_dropped_its_own()
 
     assert replaced != dropped
     pool.shutdown()
+
+
+async def test_consumers_database_calls_run_side_by_side():
+    """Two sessions' calls proceed together: on the one shared thread the second would wait
+    for the first, which here waits for the second."""
+    import asyncio
+    import threading
+
+    from agentic_rag.db_threads import database_sync_to_async
+
+    both_in = threading.Barrier(2, timeout=5)
+
+    @database_sync_to_async
+    def call() -> int:
+        both_in.wait()
+        return threading.get_ident()
+
+    first, second = await asyncio.gather(call(), call())
+    assert first != second

@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
+from agentic_rag.cpu_slots import chat_slots
 from agentic_rag.llm import LLMError, LLMStreamInterrupted, get_llm
 from agentic_rag.tracing import trace_context
 from chat.models import TraceStatus
@@ -73,7 +74,7 @@ def run_admitted(
 ) -> ChatResult:
     """Run an admitted request through the graph and store what it leaves behind."""
     run = ChatRun(admitted, collaborators, emit, cancelled)
-    with trace_context(run.trace_id):
+    with chat_slots().held(), trace_context(run.trace_id):
         logger.info("chat request user=%s kb=%s chars=%d", run.conversation.user_id, route_of(run), len(run.message))
         session = {"session_id": run.conversation.session_id, "conversation_id": run.conversation.pk}
         run.emit("session", **session, trace_id=run.trace_id)

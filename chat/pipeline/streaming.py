@@ -16,9 +16,9 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connection
 
+from agentic_rag.db_threads import database_sync_to_async
 from chat.events import PipelineEvent
 
 from .options import ChatRequest
@@ -49,7 +49,7 @@ def _events(admitted: Admitted, llm: Any) -> Iterator[PipelineEvent]:
 
 async def aiter_chat(request: ChatRequest, *, llm: Any = None) -> AsyncIterator[PipelineEvent]:
     """The same for async consumers; ChatRefused is raised by the first `__anext__`."""
-    admitted = await sync_to_async(admit)(request)
+    admitted = await database_sync_to_async(admit)(request)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[Any] = asyncio.Queue()
     cancel = threading.Event()
