@@ -3,7 +3,8 @@
 A hybrid search on PostgreSQL waits about 8 ms for its HNSW scan while the keyword leg has
 work of its own; run side by side, the query costs about its slower leg, not their sum.
 Each side thread keeps its connection between calls (opening one costs 3-12 ms here, more
-than the call) and closes it after `idle_s` without work.
+than the call), closes it after `idle_s` without work, and replaces one the server dropped
+before its next call (db_threads.drop_broken_connections, as the chat's pools do).
 
 Django's connections belong to the thread that opened them, so the work must not use the
 caller's transaction: callers inside an atomic block run the work themselves, because its
@@ -19,6 +20,8 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 from django.db import connections
+
+from agentic_rag.db_threads import drop_broken_connections
 
 T = TypeVar("T")
 
@@ -36,6 +39,7 @@ class _SideThread:
             except queue.Empty:
                 connections.close_all()  # this thread's only: an idle process holds no extra connection
                 continue
+            drop_broken_connections()
             job()
 
 

@@ -278,9 +278,6 @@ class PgBackend:
             pins[kb.pk] = pin
             try:
                 return work()
-            except (InterfaceError, OperationalError):
-                connection.close()  # a connection the server dropped while idle: a new one next time
-                raise
             finally:
                 pins.pop(kb.pk, None)
 
