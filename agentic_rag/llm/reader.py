@@ -67,6 +67,8 @@ QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question
 LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
+# A sentence that opens by pointing back says its subject in the sentence before it.
+_POINTS_BACK = re.compile(r"(?:this|these|that|those|it|they|such)\b|这|此|该|它|上述|以上|其中|其余", re.I)
 _QUESTION_END = re.compile(r"[?？]\s*[”\"'」]*\s*$")
 # The words that make a heading a question ("有哪几种可见性？"): they say nothing of its subject,
 # and would match every question phrased the same way.
@@ -320,7 +322,7 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     # elsewhere shares a word more: a row among the best three brings its whole table.
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
     table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
-    chosen = table or _with_follow_on(chosen, scored, types, wants_code)
+    chosen = table or _with_antecedents(_with_follow_on(chosen, scored, types, wants_code), scored)
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
 
 
@@ -358,6 +360,20 @@ def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: fro
     if wants_code and after.unit.is_code and not best.unit.is_code:
         return [best, after, *[s for s in chosen[1:] if s is not after]][:3]
     return chosen
+
+
+def _with_antecedents(chosen: list[_Scored], scored: Sequence[_Scored]) -> list[_Scored]:
+    """Each chosen sentence that points back ("This suits Chinese extractive QA sets…") with
+    the sentence it points to ("--format squad reads SQuAD JSON."), which holds what it says."""
+    with_before: list[_Scored] = []
+    for s in chosen:
+        if s.unit.kind == "sentence" and _POINTS_BACK.match(s.unit.text):
+            before = next((b for b in scored if b.passage is s.passage and b.unit.position == s.unit.position - 1), None)
+            if before is not None and before.unit.kind == "sentence" and before not in chosen and before not in with_before:
+                with_before.append(before)
+        if s not in with_before:
+            with_before.append(s)
+    return with_before
 
 
 def _parts(question: str) -> list[str]:

@@ -284,3 +284,20 @@ def test_a_version_question_is_answered_by_the_version_of_a_name_written_with_it
     reading = read("跑 make run 需要什么版本的 Python？", passages, tokenize=analyze)
 
     assert reading.picks and "3.11" in reading.picks[0].unit.text
+
+
+def test_a_sentence_that_points_back_is_quoted_with_the_sentence_it_points_to():
+    text = (
+        "Paragraphs become documents under --format squad. "
+        "This suits Chinese extractive QA sets such as CMRC 2018."
+    )
+    body = answer_of("Which import format suits Chinese extractive QA sets like CMRC 2018?", ("SQuAD", text))
+
+    assert body.startswith("Paragraphs become documents under --format squad. [1] This suits")
+
+
+def test_a_sentence_that_names_its_subject_is_quoted_alone():
+    text = "Paragraphs become documents. SQuAD suits Chinese extractive QA sets such as CMRC 2018."
+    body = answer_of("Which format suits Chinese extractive QA sets like CMRC 2018?", ("SQuAD", text))
+
+    assert body == "SQuAD suits Chinese extractive QA sets such as CMRC 2018. [1]"
