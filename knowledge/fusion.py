@@ -200,27 +200,60 @@ CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
     "分词器": "tokenizer", "全栈": "full stack", "配置": "configuration", "并发": "concurrency",
     "允许": "allowed", "创意": "creative", "界面": "interface",
 })
+# Ordinary software words, Chinese → English only: a Chinese question about an English passage
+# shares them with it ("目录里需要哪些文件" → "directory", "file"), while an English question
+# already shares them with English passages, and translating them sent English questions to
+# Chinese passages that shared nothing else ("Which files does a BEIR dataset directory need?"
+# → "数据库文件放在 var/ 目录下").
+ONE_WAY_TERMS: Mapping[str, str] = MappingProxyType({
+    "服务器": "server", "接口规范": "specification", "端口": "port", "地址": "address",
+    "成员": "member", "文件": "file", "格式": "format", "状态": "status", "事件": "event",
+    "节点": "node", "字符": "character", "图表": "chart", "内存": "in memory", "数据集": "dataset",
+    "导入": "import", "导出": "export", "测试": "test", "攻击": "attack", "计算器": "calculator",
+    "页面": "page", "用户": "user", "权限": "permission", "命令": "command", "队列": "queue",
+    "任务": "task", "进程": "process", "线程": "thread", "连接": "connection", "数据库": "database",
+    "表格": "table", "标题": "heading", "章节": "section", "段落": "paragraph", "长度": "length",
+    "默认": "default", "目录": "directory", "提取": "extract", "解析": "parse", "文本": "text",
+    "列表": "list", "实例": "instance", "编辑器": "editor", "建议": "suggestion", "错误": "error",
+    "失败": "fail", "管理员": "admin", "登录": "login", "密码": "password", "限制": "limit",
+    "请求": "request", "响应": "response", "批量": "batch", "版本": "version", "依赖": "dependency",
+    "安装": "install", "启动": "start", "删除": "delete", "更新": "update", "创建": "create",
+    "设置": "setting", "环境变量": "environment variable", "日志": "log", "指标": "metric",
+    "基准": "benchmark", "吞吐": "throughput", "并行": "parallel", "答案": "answer",
+    "问题": "question", "来源": "source", "层级": "level", "拆分": "split", "合并": "merge",
+    "分数": "score", "相关": "relevant", "压缩": "compression", "编码": "encoding",
+    "模板": "template", "浏览器": "browser", "网站": "website", "嵌入式": "embedded", "标签": "tag",
+    "元数据": "metadata", "哈希": "hash", "加密": "encrypt", "安全": "security", "结构": "structure",
+    "字段": "field", "参数": "parameter", "函数": "function", "类型": "type", "扩展名": "extension",
+    "大小": "size", "工作流": "workflow", "池": "pool", "末尾": "end", "最近": "recent",
+    "运行": "run",
+})
 
 
 def expand_query(
-    query: str, term_map: Mapping[str, str] = CROSS_LANG_TERMS, *, limit: int | None = None
+    query: str,
+    term_map: Mapping[str, str] = CROSS_LANG_TERMS,
+    *,
+    one_way: Mapping[str, str] = ONE_WAY_TERMS,
+    limit: int | None = None,
 ) -> list[str]:
     """Return the query first, then its variants with terms translated zh↔en.
 
     The variant with every known term translated comes first: a question in one language
     about documents in the other shares most words with it. One variant per matched term
     follows. Matching prefers the longest term, English is matched case-insensitively on
-    word boundaries (plurals too), and duplicates are dropped.
+    word boundaries (plurals too), and duplicates are dropped. The terms of one_way are
+    translated from Chinese to English only.
     """
-    unique = _expansions(query, tuple(term_map.items()))
+    unique = _expansions(query, tuple(term_map.items()), tuple(one_way.items()))
     return list(unique if limit is None else unique[:limit])
 
 
 # A chat asks for the same text's variants several times (retrieval, the reader, its parts,
 # the citation check), and the term regexes cost ~100 µs a pass.
 @lru_cache(maxsize=4096)
-def _expansions(query: str, pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs)]
+def _expansions(query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs, one_way)]
     translated = [_translated(query, terms) for terms, groups in found if len(groups) >= 2]
     singles = [_replace_group(query, terms, group) for terms, groups in found for group in groups]
     return tuple(dict.fromkeys([query, *translated, *singles]))
@@ -236,8 +269,10 @@ class _TermPattern:
 
 
 @lru_cache(maxsize=16)
-def _compiled_terms(pairs: tuple[tuple[str, str], ...]) -> tuple[_TermPattern, _TermPattern]:
-    chinese = _term_pattern([(zh, en) for zh, en in pairs], english=False)
+def _compiled_terms(
+    pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]
+) -> tuple[_TermPattern, _TermPattern]:
+    chinese = _term_pattern([*pairs, *one_way], english=False)
     english = _term_pattern([(en, zh) for zh, en in pairs], english=True)
     return chinese, english
 

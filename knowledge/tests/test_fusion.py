@@ -275,7 +275,14 @@ def test_it_makes_one_variant_per_term_in_mixed_queries():
 def test_a_question_in_chinese_about_english_documents_gets_every_term_translated_first():
     question = "文档对话构造的检索语句最长多少个字符？"
 
-    assert expand_query(question, limit=2) == [question, "document chat 构造的 retrieval 语句最长多少个字符？"]
+    assert expand_query(question, limit=2) == [question, "document chat 构造的 retrieval 语句最长多少个 character ？"]
+
+
+def test_ordinary_words_are_translated_from_chinese_only():
+    # "目录里的文件" reaches an English passage about a directory's files…
+    assert expand_query("BEIR 目录里需要哪些文件？", limit=2)[1] == "BEIR directory 里需要哪些 file ？"
+    # …while an English question keeps "files" and "directory": it shares them with English passages.
+    assert expand_query("Which files does a BEIR dataset directory need?") == ["Which files does a BEIR dataset directory need?"]
 
 
 def test_it_prefers_the_longest_term():
@@ -291,7 +298,7 @@ def test_it_prefers_the_longest_term():
     assert expand_query("a knowledge base", terms) == ["a knowledge base", "a 知识库"]
 
 
-@pytest.mark.parametrize("query", ["backstage pass", "无关的问题", "", "entityx"])
+@pytest.mark.parametrize("query", ["backstage pass", "今天天气很好", "", "entityx"])
 def test_it_leaves_queries_without_terms_alone(query):
     assert expand_query(query) == [query]
 
