@@ -64,6 +64,9 @@ _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
+# How much a question's Chinese term counts in the coverage of a unit with no Chinese
+# (see _coverage), as in the chat's evidence gate.
+UNTRANSLATED_SHARE = 0.5
 LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
@@ -235,7 +238,11 @@ def _ask(
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
     """A unit's score: its coverage of the question, then what makes it more or less an answer."""
-    coverage = max(_coverage(q, item.terms, item.section, asked.weights, _section_share(q, item, asked)) for q in asked.variants)
+    untranslated = UNTRANSLATED_SHARE if asked.language == "zh" and not has_cjk(item.unit.text) else 1.0
+    coverage = max(
+        _coverage(q, item.terms, item.section, asked.weights, _section_share(q, item, asked), untranslated)
+        for q in asked.variants
+    )
     # A sentence continues the one before it: "…与向量两路混合。默认 RRF 融合（向量 0.7 / BM25 0.3）"
     # answers "混合检索的权重" with its second sentence, which names neither.
     context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
@@ -280,14 +287,24 @@ def _section_share(question: set[str], item: _Located, asked: _Asked) -> float:
 
 
 def _coverage(
-    question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str], section_share: float = 0.5
+    question: set[str], unit: frozenset[str], section: frozenset[str], weights: Counter[str],
+    section_share: float = 0.5, untranslated_share: float = 1.0,
 ) -> float:
-    """Share of question's term weight in unit; terms only in its section title count section_share."""
+    """Share of question's term weight in unit; terms only in its section title count section_share.
+
+    With untranslated_share below 1 (a unit with no Chinese), the Chinese terms of a question
+    that shares two terms or more with the unit weigh that much: words the term map left
+    untranslated, which the unit could not hold in any wording.
+    """
     if not question:
         return 0.0
     default = max(weights.values(), default=1.0)
-    total = sum(weights.get(t, default) for t in question)
-    held = sum(weights.get(t, default) for t in question & unit)
+    shared = question & unit
+    if untranslated_share < 1.0 and len(shared) >= 2:
+        total = sum(weights.get(t, default) * (untranslated_share if has_cjk(t) else 1.0) for t in question)
+    else:
+        total = sum(weights.get(t, default) for t in question)
+    held = sum(weights.get(t, default) for t in shared)
     held += section_share * sum(weights.get(t, default) for t in (question & section) - unit)
     return held / total
 

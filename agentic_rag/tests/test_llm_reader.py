@@ -301,3 +301,18 @@ def test_a_sentence_that_names_its_subject_is_quoted_alone():
     body = answer_of("Which format suits Chinese extractive QA sets like CMRC 2018?", ("SQuAD", text))
 
     assert body == "SQuAD suits Chinese extractive QA sets such as CMRC 2018. [1]"
+
+
+def test_a_chinese_question_is_answered_from_an_english_passage_that_holds_its_translated_terms():
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    text = (
+        "Louvain modularity groups the entities. "
+        "A community of more than 40 members is split once more into level-1 communities."
+    )
+    passages = [Passage("1", text, 0, "Detection", "05-graphrag.md")]
+    question = "请问一个社区在超过多少个成员的时候会再一次被拆成下一级的子社区呢？"
+    reading = read(question, passages, tokenize=analyze, expand=expand_query)
+
+    assert reading.picks and "40 members" in reading.picks[0].unit.text

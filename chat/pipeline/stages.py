@@ -13,6 +13,7 @@ from typing import Any
 from django.urls import reverse
 
 from agentic_rag.llm import CompletionOptions
+from agentic_rag.llm.units import has_cjk
 from knowledge.candidates import Candidate
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
 
@@ -128,9 +129,26 @@ def evidence_coverage(
         return 1.0  # nothing to measure: leave the decision to retrieval
     best = 0.0
     for reference in references:
-        held = set(tokenize(f"{reference.section} {reference.text}"))
-        best = max(best, *(len(terms & held) / len(terms) for terms in variants))
+        text = f"{reference.section} {reference.text}"
+        held = set(tokenize(text))
+        weigh = _share_across_languages if has_cjk(question) and not has_cjk(text) else _share
+        best = max(best, *(weigh(terms, held) for terms in variants))
     return best
+
+
+def _share(terms: set[str], held: set[str]) -> float:
+    return len(terms & held) / len(terms)
+
+
+def _share_across_languages(terms: set[str], held: set[str]) -> float:
+    """The share of terms a passage with no Chinese holds, where a Chinese term the term map
+    left untranslated counts half: the passage could not hold it in any wording. Two terms
+    held at least, or one shared glossary word would pass any Chinese question."""
+    found = terms & held
+    if len(found) < 2:
+        return _share(terms, held)
+    untranslated = sum(1 for term in terms if has_cjk(term))
+    return len(found) / (len(terms) - untranslated / 2)
 
 
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:

@@ -219,3 +219,20 @@ def test_evidence_coverage_counts_a_translated_question():
     plain = evidence_coverage("熔断 threshold", reference, tokenize=simple_tokenize)
     expanded = evidence_coverage("熔断 threshold", reference, tokenize=simple_tokenize, expand=expand_query)
     assert expanded > plain
+
+
+def test_a_chinese_question_is_measured_on_an_english_passage_by_what_it_could_hold():
+    from chat.pipeline.stages import evidence_coverage
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    question = "一个社区超过多少个成员时会再拆成下一级子社区？"
+    english = [_reference("A community of more than 40 members is split once more into level-1 communities.")]
+    chinese = [_reference("社区的成员很多。")]  # holds the same two terms, in Chinese
+    held_in_english = evidence_coverage(question, english, tokenize=analyze, expand=expand_query)
+    held_in_chinese = evidence_coverage(question, chinese, tokenize=analyze, expand=expand_query)
+
+    assert held_in_english >= 0.35 > held_in_chinese  # the chat's default min_evidence_coverage
+    # One shared glossary word is not enough to count the untranslated words half.
+    one_word = [_reference("Members of a knowledge base read its documents.")]
+    assert evidence_coverage(question, one_word, tokenize=analyze, expand=expand_query) < 0.35
