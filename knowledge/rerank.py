@@ -50,11 +50,15 @@ class FiveFactorReranker:
     """Score by cosine, query-term coverage, title hits, prior score and Jaccard overlap.
 
     Without a cosine callable the cosine factor reads `scores["vector"]` (0 when absent).
+    A candidate's term factors are its best over the query and `variants`, the query's other
+    wordings (its cross-language variants, which retrieval searched too): an English
+    question's words are not in the Chinese passage its translated variant found.
     """
 
     tokenize: Tokenize
     cosine: CosineFn | None = None
     weights: RerankWeights = RerankWeights()
+    variants: tuple[str, ...] = ()
 
     def rerank(self, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Return the candidates ordered by their weighted five-factor score."""
@@ -65,12 +69,12 @@ class FiveFactorReranker:
 
     def factors(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
         """Return an (n, 5) matrix of factor values in [0, 1], columns in FACTORS order."""
-        terms = set(self.tokenize(query))
+        wordings = [terms for text in dict.fromkeys([query, *self.variants]) if (terms := set(self.tokenize(text)))]
         matrix = np.zeros((len(candidates), len(FACTORS)), dtype=np.float64)
         matrix[:, 0] = np.clip(self._cosines(query, candidates), 0.0, 1.0)
         matrix[:, 3] = minmax(np.array([candidate.score for candidate in candidates]))
-        if terms:
-            rows = [self._term_factors(terms, candidate) for candidate in candidates]
+        if wordings:
+            rows = [max(self._term_factors(terms, candidate) for terms in wordings) for candidate in candidates]
             matrix[:, [1, 2, 4]] = rows
         return matrix
 

@@ -326,7 +326,7 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     if params.reranks:
         depth = params.head_to_rerank
         timer("cosines", lambda: context.fill_vector_scores(ranked[:depth]))
-        reranker = FiveFactorReranker(tokenize=analyze)
+        reranker = FiveFactorReranker(tokenize=analyze, variants=context.queries[1:])
         head, tail = ranked[:depth], ranked[depth:]
         head = timer("rerank", lambda: rerank_safely(reranker, context.queries[0], head, warnings=result.warnings))
         second = _second_stage(params, result.warnings) if len(head) >= 4 else None

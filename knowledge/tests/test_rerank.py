@@ -279,3 +279,21 @@ def test_a_second_embedding_models_cosine_orders_but_is_not_gated():
 
     assert ranked[0].text == "boundary layer"
     assert "rerank.embedding" in ranked[0].scores and "rerank.model" not in ranked[0].scores
+
+
+def test_the_term_factors_count_the_querys_translated_variant():
+    from knowledge.analysis import analyze
+
+    def candidates() -> list[Candidate]:
+        chinese = make_candidate(1, 0.5, text="同一个文件上传两次会怎样？字节完全相同时报告为 unchanged。", scores={"vector": 0.5})
+        english = make_candidate(2, 0.5, text="Every upload is checked by size and type.", scores={"vector": 0.5})
+        return [chinese, english]
+
+    query = "What happens when the same file is uploaded twice?"
+    variant = "What happens when the same 文件 is 上传 twice?"
+
+    plain = FiveFactorReranker(analyze).rerank(query, candidates())
+    assert ids(plain) == [2, 1]  # only the English passage shares the English words
+    with_variant = FiveFactorReranker(analyze, variants=(variant,)).rerank(query, candidates())
+    assert ids(with_variant) == [1, 2]
+    assert with_variant[0].scores["rerank.key_terms"] == pytest.approx(0.5)

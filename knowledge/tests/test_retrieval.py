@@ -76,6 +76,15 @@ def test_a_chinese_question_finds_the_english_passage_that_holds_all_its_terms(k
     assert [c.doc_name for c in result.candidates[:1]] == ["answer.md"]
 
 
+def test_the_rerank_reads_the_english_passage_with_the_questions_translated_terms(kb):
+    ingest(kb, {**DOCS, "answer.md": "# Gate\n\nA shortcut is taken when the evidence falls below the threshold."})
+
+    result = retrieve("短路的阈值是多少？", kb, RetrievalParams(mode="hybrid", rerank=True))
+
+    top = result.reranked[0]
+    assert top.doc_name == "answer.md" and top.scores["rerank.key_terms"] == pytest.approx(1.0)
+
+
 def test_it_searches_chinese_and_records_multipath_paths(kb):
     ingest(kb)
 
