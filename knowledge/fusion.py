@@ -300,8 +300,9 @@ def _source(term: str, english: bool) -> str:
     if not english:
         return escaped
     if term.endswith("y"):
-        return escaped[:-1] + "(?:y|ies)"
-    return escaped + "(?:s|es)?"
+        return escaped[:-1] + "(?:y|ies|ied)"
+    # Plurals and the -ed and -ing forms: "uploaded" is 上传 as much as "upload" is.
+    return escaped + ("(?:s|d|ing)?" if term.endswith("e") else "(?:s|es|ed|ing)?")
 
 
 def _found_terms(query: str, terms: _TermPattern) -> list[str]:

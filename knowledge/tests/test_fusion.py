@@ -260,6 +260,12 @@ def test_it_expands_english_terms_to_chinese_case_insensitively_with_plurals():
     assert len(expansions) == 4
 
 
+def test_english_terms_match_their_ed_and_ing_forms():
+    assert "What happens when a file is 上传 twice?" in expand_query("What happens when a file is uploaded twice?")
+    assert "Is 检索 重试 ?" in expand_query("Is retrieval retried?")
+    assert expand_query("Which chunks are cached?")[1] == "Which 分块 are 缓存 ?"
+
+
 def test_it_makes_one_variant_per_term_in_mixed_queries():
     expansions = expand_query("向量检索 and rerank")
 
