@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
@@ -225,7 +225,7 @@ ONE_WAY_TERMS: Mapping[str, str] = MappingProxyType({
     "模板": "template", "浏览器": "browser", "网站": "website", "嵌入式": "embedded", "标签": "tag",
     "元数据": "metadata", "哈希": "hash", "加密": "encrypt", "安全": "security", "结构": "structure",
     "字段": "field", "参数": "parameter", "函数": "function", "类型": "type", "扩展名": "extension",
-    "大小": "size", "工作流": "workflow", "池": "pool", "末尾": "end", "最近": "recent",
+    "工作流": "workflow", "末尾": "end", "最近": "recent",
     "运行": "run",
 })
 
@@ -254,8 +254,11 @@ def expand_query(
 @lru_cache(maxsize=4096)
 def _expansions(query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs, one_way)]
+    # An ordinary word only joins a question's other known terms: alone ("十香词冤案指的是什么事件？"),
+    # its English variant ranks the rare English passages that use it over the Chinese answer.
+    found = [(terms, groups) for terms, groups in found if len(groups) >= 2 or any(g not in terms.one_way for g in groups)]
     translated = [_translated(query, terms) for terms, groups in found if len(groups) >= 2]
-    singles = [_replace_group(query, terms, group) for terms, groups in found for group in groups]
+    singles = [_replace_group(query, terms, group) for terms, groups in found for group in groups if group not in terms.one_way]
     return tuple(dict.fromkeys([query, *translated, *singles]))
 
 
@@ -266,18 +269,19 @@ class _TermPattern:
     # Lowercase substrings, one per term, that any match must contain: most queries hold
     # none, and checking them costs a few µs where the regex costs ~100.
     probes: tuple[str, ...] = ()
+    one_way: frozenset[str] = frozenset()  # the groups of ONE_WAY_TERMS-like terms
 
 
 @lru_cache(maxsize=16)
 def _compiled_terms(
     pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]
 ) -> tuple[_TermPattern, _TermPattern]:
-    chinese = _term_pattern([*pairs, *one_way], english=False)
+    chinese = _term_pattern([*pairs, *one_way], english=False, one_way={zh for zh, _ in one_way} - {zh for zh, _ in pairs})
     english = _term_pattern([(en, zh) for zh, en in pairs], english=True)
     return chinese, english
 
 
-def _term_pattern(pairs: list[tuple[str, str]], *, english: bool) -> _TermPattern:
+def _term_pattern(pairs: list[tuple[str, str]], *, english: bool, one_way: Collection[str] = ()) -> _TermPattern:
     ordered = sorted(dict(reversed(pairs)).items(), key=lambda pair: -len(pair[0]))
     alternatives = [f"(?P<g{i}>{_source(term, english)})" for i, (term, _) in enumerate(ordered)]
     body = "|".join(alternatives) or "(?!)"
@@ -285,7 +289,8 @@ def _term_pattern(pairs: list[tuple[str, str]], *, english: bool) -> _TermPatter
         body = rf"(?<![A-Za-z])(?:{body})(?![A-Za-z])"
     pattern = re.compile(body, re.IGNORECASE if english else 0)
     probes = tuple(dict.fromkeys(_probe(term, english) for term, _ in ordered))
-    return _TermPattern(pattern, tuple(target for _, target in ordered), probes)
+    lone = frozenset(f"g{i}" for i, (term, _) in enumerate(ordered) if term in one_way)
+    return _TermPattern(pattern, tuple(target for _, target in ordered), probes, lone)
 
 
 def _probe(term: str, english: bool) -> str:

@@ -291,6 +291,13 @@ def test_ordinary_words_are_translated_from_chinese_only():
     assert expand_query("Which files does a BEIR dataset directory need?") == ["Which files does a BEIR dataset directory need?"]
 
 
+def test_an_ordinary_word_is_translated_only_with_the_questions_other_known_terms():
+    # Alone, its English variant would rank a Chinese corpus's rare English passages first.
+    assert expand_query("十香词冤案指的是什么事件？") == ["十香词冤案指的是什么事件？"]
+    # With a product term, it is translated in the all-terms variant but gets no variant of its own.
+    assert expand_query("向量检索事件") == ["向量检索事件", "vector retrieval event", "vector检索事件", "向量retrieval事件"]
+
+
 def test_it_prefers_the_longest_term():
     terms = {
         "知识": "knowledge",
