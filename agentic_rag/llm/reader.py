@@ -52,7 +52,14 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "threshold": re.compile(r"[<>≤≥]=?\s*\d|\d+(?:\.\d+)?\s*(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below|\b\d+(?:\.\d+)?\b"),
     # a number standing alone ("k = 60", "0.7", "35%"), not digits inside a name (BM25, e5, S7)
-    "number": re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?(?![A-Za-z_\d])"),
+    # or written out ("Sixteen nodes", "八个阶段"; not "one" or 一个, which rarely count anything)
+    "number": re.compile(
+        r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?(?![A-Za-z_\d])"
+        r"|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+        r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|hundred|dozen)\b"
+        r"|[二三四五六七八九十两][十百]?[个种条次类项步层路级段轮]",
+        re.I,
+    ),
     "list": re.compile(r"[、,，;；]|\band\b"),
     "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
     "how": re.compile(r"."),

@@ -316,3 +316,13 @@ def test_a_chinese_question_is_answered_from_an_english_passage_that_holds_its_t
     reading = read(question, passages, tokenize=analyze, expand=expand_query)
 
     assert reading.picks and "40 members" in reading.picks[0].unit.text
+
+
+def test_a_number_written_out_answers_a_how_many_question():
+    text = (
+        "Sixteen nodes make up the workflow: validate_input, load_context, route_intent and the rest. "
+        "Each of the workflow's nodes logs 3 fields."
+    )
+    body = answer_of("How many nodes does the workflow have?", ("Graph", text))
+
+    assert body.startswith("Sixteen nodes")
