@@ -18,7 +18,10 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 _LATIN_LETTERS = re.compile(r"[A-Za-z]")
 TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# Not "__import__": a name between double underscores is a dunder name (ingestion has already
+# taken its code ticks away), not bold text.
+_EMPHASIS = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(?!\w+__(?!\w))(.+?)(?<=\S)__(?!\w)")
 _HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
 LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
 _QUOTE_MARK = re.compile(r"^\s*>\s?")
@@ -110,11 +113,15 @@ def _bracket_depth(text: str, start: int, end: int) -> int:
 
 
 def strip_markdown(line: str) -> str:
-    """A line without emphasis, inline-code ticks, link targets, heading or quote marks."""
+    """A line without emphasis, inline-code ticks, link targets, heading or quote marks.
+
+    Inline code keeps its text as written: `__import__` is a name, not bold "import".
+    """
     line = _HEADING_MARK.sub("", _QUOTE_MARK.sub("", line))
-    line = _LINK.sub(r"\1", line)
-    line = _EMPHASIS.sub(r"\2", line)
-    return line.replace("`", "").strip()
+    pieces = _CODE_SPAN.split(line)  # odd pieces are code spans' contents
+    for i in range(0, len(pieces), 2):
+        pieces[i] = _EMPHASIS.sub(lambda m: m[1] or m[2], _LINK.sub(r"\1", pieces[i]))
+    return "".join(pieces).replace("`", "").strip()
 
 
 def is_code_like(text: str) -> bool:

@@ -47,6 +47,14 @@ def test_it_strips_markdown_and_splits_list_items():
     assert "https://" not in readable_text(text)
 
 
+def test_inline_code_keeps_its_text_as_written():
+    text = "The tests include these attacks: `__import__`, `a**b` and **huge** powers."
+    assert readable_text(text) == "The tests include these attacks: __import__, a**b and huge powers."
+    # Ingestion has taken the ticks away already: a dunder name is still not bold text.
+    assert readable_text("Attacks: __import__ and __bold words__.") == "Attacks: __import__ and bold words."
+    assert readable_text("Edit __init__.py, then __save it__.") == "Edit __init__.py, then save it."
+
+
 @pytest.mark.parametrize(
     ("line", "is_code"),
     [

@@ -19,9 +19,10 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _INLINE = (
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images keep their text
-    (re.compile(r"(\*\*|__)(.+?)\1"), r"\2"),
-    (re.compile(r"`([^`]+)`"), r"\1"),
+    # __ only between words, and not around a dunder name written without ticks ("__init__.py")
+    (re.compile(r"\*\*(.+?)\*\*|(?<!\w)__(?!\w+__(?!\w))(.+?)__(?!\w)"), lambda m: m[1] or m[2]),
 )
+_CODE_SPAN = re.compile(r"`([^`]+)`")
 
 
 @dataclass
@@ -82,9 +83,13 @@ def _markdown_line(line: str) -> str:
 
 
 def _strip_inline(text: str) -> str:
-    for pattern, replacement in _INLINE:
-        text = pattern.sub(replacement, text)
-    return text
+    """text without links' targets, emphasis marks and code ticks; code spans keep their text
+    as written (`__import__` is a name, not bold "import")."""
+    pieces = _CODE_SPAN.split(text)  # odd pieces are code spans' contents
+    for i in range(0, len(pieces), 2):
+        for pattern, replacement in _INLINE:
+            pieces[i] = pattern.sub(replacement, pieces[i])
+    return "".join(pieces)
 
 
 def read_markdown(data: bytes) -> list[Block]:

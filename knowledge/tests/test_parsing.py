@@ -175,6 +175,13 @@ def test_it_keeps_code_and_tables_of_markdown_as_text():
     assert doc.title == "桥梁施工方案"
 
 
+def test_markdown_code_spans_keep_their_text_as_written():
+    doc = parse_document("calc.md", b"# Calculator\n\nAttacks: `__import__`, `a**b**c` and **bold** [words](https://x).\n")
+    assert doc.sections[0].text == "Attacks: __import__, a**b**c and bold words."
+    plain = parse_document("notes.md", b"Edit __init__.py, then __save it__.\n")
+    assert plain.sections[0].text == "Edit __init__.py, then save it."
+
+
 def test_it_treats_several_top_headings_as_chapters_not_a_title():
     doc = parse_document("a.markdown", b"# One\n\nalpha\n\n# Two\n\nbeta\n")
     outline = [(s.index, s.title, s.level) for s in doc.sections]
