@@ -70,9 +70,21 @@ def split_units(text: str) -> list[Unit]:
         if kind == "row":
             units.append(Unit(line, len(units), kind, is_code_like(line), tables))
             continue
-        for piece in _join_bare_replies(split_sentences(line)):
-            units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code_like(piece)))
+        for sentence in _join_bare_replies(split_sentences(line)):
+            for piece in _command_then_prose(sentence):
+                units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code_like(piece)))
     return units
+
+
+def _command_then_prose(sentence: str) -> list[str]:
+    """A sentence that opens with a command and goes on in prose ("manage.py evaluate …，指标包括
+    nDCG@10、MRR@10"): the command, then the prose, which can be quoted on its own."""
+    if not is_code_like(sentence):
+        return [sentence]
+    command, comma, prose = sentence.partition("，")
+    if not comma or not _HAS_CJK.search(prose) or is_code_like(prose):
+        return [sentence]
+    return [command.strip(), prose.strip()]
 
 
 def _join_bare_replies(sentences: list[str]) -> list[str]:

@@ -334,3 +334,15 @@ def test_a_number_written_out_answers_a_how_many_question():
     body = answer_of("How many nodes does the workflow have?", ("Graph", text))
 
     assert body.startswith("Sixteen nodes")
+
+
+def test_prose_after_a_command_is_a_unit_of_its_own():
+    line = "`python manage.py evaluate --kb SLUG --mode hybrid`，指标包括 nDCG@10、Recall@5、MRR@10。"
+    units = split_units(line)
+
+    assert [(u.text, u.is_code) for u in units] == [
+        ("python manage.py evaluate --kb SLUG --mode hybrid", True),
+        ("指标包括 nDCG@10、Recall@5、MRR@10。", False),
+    ]
+    body = answer_of("评估的指标包括哪些？", ("怎么评估检索效果？", line))
+    assert body.startswith("指标包括 nDCG@10")
