@@ -256,9 +256,15 @@ def _expansions(query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[t
     found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs, one_way)]
     # An ordinary word only joins a question's other known terms: alone ("十香词冤案指的是什么事件？"),
     # its English variant ranks the rare English passages that use it over the Chinese answer.
-    found = [(terms, groups) for terms, groups in found if len(groups) >= 2 or any(g not in terms.one_way for g in groups)]
+    found = [
+        (terms, groups) for terms, groups in found
+        if len(groups) >= 2 or any(group not in terms.one_way for group in groups)
+    ]
     translated = [_translated(query, terms) for terms, groups in found if len(groups) >= 2]
-    singles = [_replace_group(query, terms, group) for terms, groups in found for group in groups if group not in terms.one_way]
+    singles = [
+        _replace_group(query, terms, group)
+        for terms, groups in found for group in groups if group not in terms.one_way
+    ]
     return tuple(dict.fromkeys([query, *translated, *singles]))
 
 
@@ -269,14 +275,15 @@ class _TermPattern:
     # Lowercase substrings, one per term, that any match must contain: most queries hold
     # none, and checking them costs a few µs where the regex costs ~100.
     probes: tuple[str, ...] = ()
-    one_way: frozenset[str] = frozenset()  # the groups of ONE_WAY_TERMS-like terms
+    one_way: frozenset[str] = frozenset()  # the groups of terms translated one way only
 
 
 @lru_cache(maxsize=16)
 def _compiled_terms(
     pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]
 ) -> tuple[_TermPattern, _TermPattern]:
-    chinese = _term_pattern([*pairs, *one_way], english=False, one_way={zh for zh, _ in one_way} - {zh for zh, _ in pairs})
+    one_way_only = {zh for zh, _ in one_way} - {zh for zh, _ in pairs}
+    chinese = _term_pattern([*pairs, *one_way], english=False, one_way=one_way_only)
     english = _term_pattern([(en, zh) for zh, en in pairs], english=True)
     return chinese, english
 

@@ -19,7 +19,8 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _INLINE = (
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images keep their text
-    # __ only between words, and not around a dunder name written without ticks ("__init__.py")
+    # __ only at word boundaries (not inside snake__case), and not around a dunder name
+    # written without ticks ("__init__.py")
     (re.compile(r"\*\*(.+?)\*\*|(?<!\w)__(?!\w+__(?!\w))(.+?)__(?!\w)"), lambda m: m[1] or m[2]),
 )
 _CODE_SPAN = re.compile(r"`([^`]+)`")
