@@ -74,8 +74,7 @@ class FiveFactorReranker:
         matrix[:, 0] = np.clip(self._cosines(query, candidates), 0.0, 1.0)
         matrix[:, 3] = minmax(np.array([candidate.score for candidate in candidates]))
         if wordings:
-            rows = [max(self._term_factors(terms, candidate) for terms in wordings) for candidate in candidates]
-            matrix[:, [1, 2, 4]] = rows
+            matrix[:, [1, 2, 4]] = [self._term_factors(wordings, candidate) for candidate in candidates]
         return matrix
 
     def _cosines(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
@@ -83,13 +82,16 @@ class FiveFactorReranker:
             return np.asarray(self.cosine(query, candidates), dtype=np.float64).reshape(-1)
         return np.array([candidate.scores.get("vector", 0.0) for candidate in candidates])
 
-    def _term_factors(self, terms: set[str], candidate: Candidate) -> tuple[float, float, float]:
-        """Return (key-term ratio, title ratio, Jaccard) of the query terms."""
+    def _term_factors(self, wordings: list[set[str]], candidate: Candidate) -> tuple[float, float, float]:
+        """Return (key-term ratio, title ratio, Jaccard) of the wording the candidate holds best."""
         words = set(candidate.tokens.split() if candidate.tokens else self.tokenize(candidate.text))
         title = set(self.tokenize(f"{candidate.doc_name} {candidate.section_title}"))
-        shared = len(terms & words)
-        union = len(terms | words)
-        return shared / len(terms), len(terms & title) / len(terms), shared / union
+
+        def of(terms: set[str]) -> tuple[float, float, float]:
+            shared = len(terms & words)
+            return shared / len(terms), len(terms & title) / len(terms), shared / len(terms | words)
+
+        return max(of(terms) for terms in wordings)
 
 
 def _apply(

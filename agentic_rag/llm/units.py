@@ -71,20 +71,22 @@ def split_units(text: str) -> list[Unit]:
             units.append(Unit(line, len(units), kind, is_code_like(line), tables))
             continue
         for sentence in _join_bare_replies(split_sentences(line)):
-            for piece in _command_then_prose(sentence):
-                units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code_like(piece)))
+            for piece, is_code in _command_then_prose(sentence):
+                units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code))
     return units
 
 
-def _command_then_prose(sentence: str) -> list[str]:
+def _command_then_prose(sentence: str) -> list[tuple[str, bool]]:
     """A sentence that opens with a command and goes on in prose ("manage.py evaluate …，指标包括
-    nDCG@10、MRR@10"): the command, then the prose, which can be quoted on its own."""
+    nDCG@10、MRR@10"): the command, then the prose, which can be quoted on its own. Each
+    piece comes with whether it is code."""
     if not is_code_like(sentence):
-        return [sentence]
+        return [(sentence, False)]
     command, comma, prose = sentence.partition("，")
     if not comma or not _HAS_CJK.search(prose) or is_code_like(prose):
-        return [sentence]
-    return [command.strip(), prose.strip()]
+        return [(sentence, True)]
+    command = command.strip()
+    return [(command, is_code_like(command)), (prose.strip(), False)]
 
 
 def _join_bare_replies(sentences: list[str]) -> list[str]:

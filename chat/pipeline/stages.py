@@ -13,6 +13,7 @@ from typing import Any
 from django.urls import reverse
 
 from agentic_rag.llm import CompletionOptions
+from agentic_rag.llm.reader import UNTRANSLATED_SHARE
 from agentic_rag.llm.units import has_cjk
 from knowledge.candidates import Candidate
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
@@ -142,13 +143,14 @@ def _share(terms: set[str], held: set[str]) -> float:
 
 def _share_across_languages(terms: set[str], held: set[str]) -> float:
     """The share of terms a passage with no Chinese holds, where a Chinese term the term map
-    left untranslated counts half: the passage could not hold it in any wording. Two terms
-    held at least, or one shared glossary word would pass any Chinese question."""
+    left untranslated counts UNTRANSLATED_SHARE (as in the reader): the passage could not hold
+    it in any wording. Two terms held at least, or one shared glossary word would pass any
+    Chinese question."""
     found = terms & held
     if len(found) < 2:
         return _share(terms, held)
     untranslated = sum(1 for term in terms if has_cjk(term))
-    return len(found) / (len(terms) - untranslated / 2)
+    return len(found) / (len(terms) - untranslated * (1 - UNTRANSLATED_SHARE))
 
 
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:
