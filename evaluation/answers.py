@@ -29,7 +29,9 @@ from knowledge.models import Chunk, KnowledgeBase
 from .models import ANSWERS_MODE, EvaluationRun, GoldenQuestion, GoldenSet
 from .runner import Progress, no_progress
 
-ANSWER_METRICS = ("keyword_pass", "source_pass", "source_recall", "citation_valid", "route_accuracy")
+ANSWER_METRICS = (
+    "keyword_pass", "keywords_in_evidence", "source_pass", "source_recall", "citation_valid", "route_accuracy",
+)
 
 Ask = Callable[[str], ChatResult]
 
@@ -54,6 +56,9 @@ class AnswerOutcome:
     ms: float
     shortcut: str  # "none" or the letter
     keyword_pass: bool | None  # None: the question states no keyword
+    # Whether the evidence the generator was given held every expected keyword: what retrieval
+    # left the answer to find. keyword_pass can only be higher where a tool or memory supplied it.
+    keywords_in_evidence: bool | None
     source_pass: bool | None  # None: no relevant document (a "not found" question)
     source_recall: float | None  # share of the needed documents cited
     citations: int
@@ -171,8 +176,9 @@ def evaluate_answers(
 
 def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str]) -> AnswerOutcome:
     """Score one answer against its golden case."""
-    answer = result.answer.casefold()
-    missing = [k for k in case.keywords if not any(a.casefold() in answer for a in _alternatives(k))]
+    missing = _missing(case.keywords, result.answer)
+    shown_text = "\n".join(chunk_text(int(e["chunk_id"])) for e in result.evidence if e.get("chunk_id"))
+    missing_in_evidence = _missing(case.keywords, shown_text)
     cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}
     # Citations of KB chunks: a tool's output is not a chunk to look the quote up in.
     kb_citations = [c for c in result.citations if c.get("chunk_id")]
@@ -181,13 +187,16 @@ def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Ca
     outcome = AnswerOutcome(
         case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
         keyword_pass=(not missing) if case.keywords else None,
+        keywords_in_evidence=(not missing_in_evidence) if case.keywords else None,
         source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs else None,
         source_recall=len(cited_docs & case.needed_docs) / len(case.needed_docs) if case.needed_docs else None,
         citations=len(kb_citations), citations_valid=valid,
         route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
     )
     if missing:
-        outcome.why.append(f"missing keywords {missing}")
+        # As for sources below: retrieval never showed them, or the answer left them out.
+        unseen = [k for k in missing if k in missing_in_evidence]
+        outcome.why.append(f"missing keywords {missing}" + (f" ({unseen} not in the evidence)" if unseen else ""))
     if outcome.source_pass is False:
         shown = {e.get("doc_id") for e in result.evidence} & case.relevant_docs
         # Which stage to look at: retrieval found nothing relevant, or the answer left it out.
@@ -200,10 +209,11 @@ def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Ca
 
 
 def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
-    """The four rates over the questions each applies to (None when it applies to none)."""
+    """The rates over the questions each applies to (None when it applies to none)."""
     citations = sum(o.citations for o in outcomes)
     return {
         "keyword_pass": _rate([o.keyword_pass for o in outcomes]),
+        "keywords_in_evidence": _rate([o.keywords_in_evidence for o in outcomes]),
         "source_pass": _rate([o.source_pass for o in outcomes]),
         "source_recall": _mean([o.source_recall for o in outcomes]),
         "citation_valid": round(sum(o.citations_valid for o in outcomes) / citations, 4) if citations else None,
@@ -235,6 +245,12 @@ def delete_conversations(ids: Sequence[int]) -> None:
 
 def chunk_text_from_db(chunk_id: int) -> str:
     return Chunk.objects.filter(pk=chunk_id).values_list("text", flat=True).first() or ""
+
+
+def _missing(keywords: Sequence[str | list[str]], text: str) -> list[str | list[str]]:
+    """The keywords (each a string or a list of alternatives) that text does not hold."""
+    folded = text.casefold()
+    return [k for k in keywords if not any(a.casefold() in folded for a in _alternatives(k))]
 
 
 def _alternatives(keyword: str | list[str]) -> list[str]:

@@ -69,7 +69,9 @@ def test_it_scores_answers_and_writes_the_json_contract(answers_kb, tmp_path):
 
     assert code == 0, out
     report = json.loads(path.read_text())
-    assert set(report["metrics"]) == {"keyword_pass", "source_pass", "source_recall", "citation_valid", "route_accuracy"}
+    assert set(report["metrics"]) == {
+        "keyword_pass", "keywords_in_evidence", "source_pass", "source_recall", "citation_valid", "route_accuracy",
+    }
     assert set(report["latency_ms"]) == {"p50", "p95"}
     # a1, a2 hold their keyword, a4 does not; a3 expects none.
     assert report["metrics"]["keyword_pass"] == pytest.approx(2 / 3, abs=1e-4)
@@ -111,6 +113,27 @@ def test_a_keyword_may_list_alternatives():
     assert score_answer(case, result, 1.0, lambda chunk_id: "").keyword_pass is True
     other = AnswerCase("q", "?", (["加密", "locked"],), frozenset())
     assert score_answer(other, result, 1.0, lambda chunk_id: "").keyword_pass is False
+
+
+def test_keywords_in_evidence_tell_a_retrieval_miss_from_a_reader_miss():
+    from types import SimpleNamespace
+
+    from evaluation.answers import AnswerCase, score_answer, summarise
+
+    chunks = {10: "The breaker opens above 10% failures.", 20: "It stays open for 5 minutes."}
+    evidence = [{"n": 1, "doc_id": 1, "chunk_id": 10}, {"n": 2, "doc_id": 1, "chunk_id": 20}]
+    result = SimpleNamespace(answer="It opens [1].", evidence=evidence, citations=[], shortcut="", trace_id="")
+    shown = AnswerCase("r1", "How long, and when?", ("10%", ["5 minutes", "five minutes"]), frozenset())
+    unseen = AnswerCase("r2", "When does it close?", ("10%", "half-open"), frozenset())
+
+    left_out = score_answer(shown, result, 1.0, chunk_text=chunks.__getitem__)
+    never_found = score_answer(unseen, result, 1.0, chunk_text=chunks.__getitem__)
+
+    assert (left_out.keyword_pass, left_out.keywords_in_evidence) == (False, True)
+    assert left_out.why == ["missing keywords ['10%', ['5 minutes', 'five minutes']]"]
+    assert (never_found.keyword_pass, never_found.keywords_in_evidence) == (False, False)
+    assert never_found.why == ["missing keywords ['10%', 'half-open'] (['half-open'] not in the evidence)"]
+    assert summarise([left_out, never_found])["keywords_in_evidence"] == 0.5
 
 
 def test_source_recall_is_the_share_of_the_needed_documents_cited():
