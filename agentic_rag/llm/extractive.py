@@ -36,7 +36,7 @@ from agentic_rag.llm.base import (
     json_messages,
 )
 from agentic_rag.llm.json_reply import extract_json
-from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Similarity, read
+from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Reading, Similarity, lead_in, read
 from agentic_rag.llm.units import has_cjk, split_units
 
 Tokenize = Callable[[str], list[str]]
@@ -126,7 +126,18 @@ class ExtractiveProvider:
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
         label = DISCLAIMER if reading.picks else TOOL_DISCLAIMER
-        return f"{label[language]}\n\n{body}"
+        title = self._lead_in(question, documents, reading) if not tools else ""
+        # On a line of its own (a Markdown line break), so no citation takes it into its quote.
+        heading = f"**{title}**  \n" if title else ""
+        return f"{label[language]}\n\n{heading}{body}"
+
+    def _lead_in(self, question: str, documents: Sequence[Evidence], reading: Reading) -> str:
+        if not reading.picks:
+            return ""
+        lead = next((e for e in documents if e.doc_id == reading.picks[0].doc_id), None)
+        if lead is None:
+            return ""
+        return lead_in(question, lead.section, reading.picks, tokenize=self._tokenize, expand=self._expand)
 
     def complete(self, messages: Sequence[Message], options: CompletionOptions) -> Completion:
         text = self.answer(messages)

@@ -11,7 +11,8 @@ scored by
 - the embedder's similarity to the question, and the rank of its evidence (top first);
 - commands and code lines are skipped unless the question asks for them.
 When no unit covers enough of the question, the reader says nothing answers, rather than
-quoting the closest noise.
+quoting the closest noise. lead_in names the lead unit's section when its title says what the
+quoted units leave unsaid ("SQuAD format" over "This suits Chinese extractive QA sets").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .units import Unit, has_cjk, is_heading_of, split_units, text_language
+from .units import Unit, has_cjk, is_heading_of, split_units, strip_markdown, strip_numbering, text_language
 
 Tokenize = Callable[[str], list[str]]
 Similarity = Callable[[str, str], float]
@@ -69,6 +70,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
+MAX_LEAD_IN_CHARS = 40  # a section title longer than this is a sentence, not a name
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
 # How much a question's Chinese term counts in the coverage of a unit with no Chinese
@@ -271,7 +273,10 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= 1.35
     elif "number" in facts or "time" in facts:
         factor *= 0.7
-    if not item.terms - asked.variants[0]:
+    # "This suits Chinese extractive QA sets" repeats "Which format suits Chinese extractive QA
+    # sets?" but for "This": what it points back to is the answer, and is quoted with it.
+    said = item.terms | item.before if _POINTS_BACK.match(unit.text) else item.terms
+    if not said - asked.variants[0]:
         factor *= 0.2  # repeats the question's words and adds nothing
     if _QUESTION_END.search(unit.text):
         factor *= 0.3  # a question in the sources is not an answer
@@ -418,6 +423,26 @@ def _idf(unit_terms: Sequence[frozenset[str]]) -> Counter[str]:
     df = Counter(term for terms in unit_terms for term in terms)
     total = len(unit_terms)
     return Counter({term: math.log(1 + (total + 1) / count) for term, count in df.items()})
+
+
+def lead_in(question: str, section: str, picks: Sequence[Pick], *, tokenize: Tokenize, expand: Expand | None = None) -> str:
+    """The lead unit's section title, when it names what the quoted units leave unsaid.
+
+    "Which import format suits CMRC 2018?" is answered by "Paragraphs become documents … This
+    suits Chinese extractive QA sets such as CMRC 2018." under "4.2 SQuAD format": only the title
+    says "SQuAD". A title is worth showing when it shares a term with the question (it is about
+    what was asked) and holds one that neither the question nor the units hold; a title phrased
+    as a question (an FAQ's) only repeats the question.
+    """
+    title = strip_markdown(strip_numbering(section)).strip()
+    if not title or len(title) > MAX_LEAD_IN_CHARS or _QUESTION_END.search(title):
+        return ""
+    tokenize = _with_names_of_versions(tokenize)
+    named = set(tokenize(title))
+    asked = [set(tokenize(q)) for q in (expand(question) if expand else [question])]
+    said = {term for pick in picks for term in tokenize(pick.unit.text)}
+    about_question = any(named & terms for terms in asked)
+    return title if about_question and named - asked[0] - said else ""
 
 
 def addresses_question(question: str, sentence: str, tokenize: Tokenize, expand: Expand | None = None) -> bool:

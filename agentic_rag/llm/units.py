@@ -152,8 +152,13 @@ def is_heading_of(text: str, section_title: str) -> bool:
     return bool(section_title.strip()) and _bare(text) == _bare(section_title)
 
 
+def strip_numbering(title: str) -> str:
+    """A heading without its Markdown marks and number: "## 4.2 SQuAD format" → "SQuAD format"."""
+    return _NUMBERING.sub("", title, count=1)
+
+
 def _bare(text: str) -> str:
-    return " ".join(_NUMBERING.sub("", text, count=1).casefold().split())
+    return " ".join(strip_numbering(text).casefold().split())
 
 
 def has_cjk(text: str) -> bool:

@@ -83,7 +83,8 @@ def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
 
 def test_it_answers_from_the_row_that_holds_the_fact_not_the_header():
     body = answer_of("What is the weight of the cosine factor?", ("6.1 Five-factor scorer", RERANK_TABLE))
-    assert body.startswith("factor: cosine, weight: 35%")
+    # Under its section's title, which names the scorer the row belongs to.
+    assert body.startswith("**Five-factor scorer**  \nfactor: cosine, weight: 35%")
     assert "factor | weight" not in body
 
 
@@ -346,3 +347,44 @@ def test_prose_after_a_command_is_a_unit_of_its_own():
     ]
     body = answer_of("评估的指标包括哪些？", ("怎么评估检索效果？", line))
     assert body.startswith("指标包括 nDCG@10")
+
+
+SQUAD = ("4.2 SQuAD format", "Paragraphs become documents; each question gets its own paragraph. "
+         "This suits Chinese extractive QA sets such as CMRC 2018.")
+
+
+def test_the_section_title_leads_the_answer_when_it_names_what_the_quoted_units_leave_unsaid():
+    from chat.pipeline.citations import find_citations
+    from chat.rendering import render_markdown
+
+    body = answer_of("Which import format suits a Chinese extractive QA set such as CMRC 2018?", SQUAD)
+
+    assert body.startswith("**SQuAD format**  \nParagraphs become documents; each question gets its own paragraph. [1]")
+    # On a line of its own: the citation quotes the unit, which is in the source, not the title.
+    assert [c.quote for c in find_citations(body)][0] == "Paragraphs become documents; each question gets its own paragraph."
+    assert "<strong>SQuAD format</strong><br" in render_markdown(body)
+
+
+@pytest.mark.parametrize(
+    ("section", "why"),
+    [
+        ("2.5 Which formats can be imported?", "a question heading only repeats the question"),
+        ("4.2 Reading", "about nothing the question asks"),
+        ("4.2 Paragraph documents", "says nothing the quoted units do not"),
+    ],
+)
+def test_a_section_title_is_not_shown_when_it_adds_nothing(section, why):
+    body = answer_of("Which import format suits a Chinese extractive QA set such as CMRC 2018?", (section, SQUAD[1]))
+
+    assert body.startswith("Paragraphs become documents"), why
+
+
+def test_a_sentence_that_repeats_the_question_but_points_back_answers_it():
+    """"This suits … CMRC 2018" holds no word the question lacks but "This", which its sentence
+    before says: it is not an echo of the question, and wins over a passage that only names things."""
+    other = ("7 Measured", "The KB holds CMRC2018 dev and cranfield-beir, written out with manage.py bench corpus "
+             "and loaded with manage.py import_dataset --format beir.")
+    body = answer_of("Which import format suits a Chinese extractive QA set such as CMRC 2018?", other, SQUAD)
+
+    assert "This suits Chinese extractive QA sets such as CMRC 2018. [2]" in body
+    assert body.startswith("**SQuAD format**")
