@@ -41,6 +41,9 @@ _CODE_CHARS = re.compile(r"[{}();=<>$\\/_`]")
 _JSON_KEYS = re.compile(r'"[\w-]+"\s*:')
 _NUMBERING = re.compile(r"^\s*(?:#{1,6}\s*)?(?:\d+(?:\.\d+)*\.?|[一二三四五六七八九十]+[、.．])?\s*")
 _BARE_REPLY = re.compile(r"^(?:能|不能|可以|不可以|会|不会|是|不是|否|对|不|yes|no|right)[。.！!]$", re.IGNORECASE)
+# A run-in heading opens a paragraph or list item ("**Charts.** nDCG@10 … over the newest 12
+# runs", "**维护。** 只读索引扫描…"): a few words with a full stop, naming what follows.
+_RUN_IN_HEADING = re.compile(r"^(?:[A-Za-z][\w-]*(?:\s+[\w-]+)?\.|[\u4e00-\u9fff]{1,6}。)$")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def split_units(text: str) -> list[Unit]:
         if kind == "row":
             units.append(Unit(line, len(units), kind, is_code_like(line), tables))
             continue
-        for sentence in _join_bare_replies(split_sentences(line)):
+        for sentence in _join_leads(split_sentences(line)):
             for piece, is_code in _command_then_prose(sentence):
                 units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code))
     return units
@@ -89,11 +92,13 @@ def _command_then_prose(sentence: str) -> list[tuple[str, bool]]:
     return [(command, is_code_like(command)), (prose.strip(), False)]
 
 
-def _join_bare_replies(sentences: list[str]) -> list[str]:
-    """"不能。" or "Yes." alone says nothing; it belongs with the sentence that explains it."""
+def _join_leads(sentences: list[str]) -> list[str]:
+    """"不能。" or "Yes." alone says nothing, and a line's run-in heading ("Charts.") only names
+    its subject: each belongs with the sentence after it."""
     joined: list[str] = []
     for sentence in sentences:
-        if joined and _BARE_REPLY.match(joined[-1]):
+        lead = joined and (_BARE_REPLY.match(joined[-1]) or (len(joined) == 1 and _RUN_IN_HEADING.match(joined[0])))
+        if lead:
             joined[-1] = f"{joined[-1]}{'' if has_cjk(joined[-1]) else ' '}{sentence}"
         else:
             joined.append(sentence)

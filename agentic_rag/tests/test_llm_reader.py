@@ -231,6 +231,17 @@ def test_a_bare_yes_or_no_stays_with_the_sentence_that_explains_it():
     assert units == ["不能。加密 PDF 会单独失败。", "Yes. It works offline."]
 
 
+def test_a_run_in_heading_stays_with_the_sentence_it_names():
+    text = "- **Charts.** Retrieval metrics over the newest 12 runs. Click a bar.\n\n**维护。** 必须保持 autovacuum 开启。其余照常。"
+    assert [u.text for u in split_units(text)] == [
+        "Charts. Retrieval metrics over the newest 12 runs.", "Click a bar.", "维护。必须保持 autovacuum 开启。", "其余照常。",
+    ]
+    # Only a line's first sentence can be one; a sentence of three words or more is a sentence.
+    assert [u.text for u in split_units("The breaker opens. It stays open. Half open.")] == [
+        "The breaker opens.", "It stays open.", "Half open.",
+    ]
+
+
 def test_a_json_line_is_data_not_prose():
     assert is_code_like('"failed": [{"path": "bad.pdf", "error": "PDF is encrypted"}]}')
 
