@@ -177,9 +177,11 @@ def evaluate_answers(
 def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str]) -> AnswerOutcome:
     """Score one answer against its golden case."""
     missing = _missing(case.keywords, result.answer)
-    # The generator reads each passage under its section title, which may hold the answer.
+    # The generator reads each passage under its section title, which may hold the answer, and
+    # as much of it as the gate's budget let through.
     shown_text = "\n".join(
-        f"{e.get('section', '')}\n{chunk_text(int(e['chunk_id']))}" for e in result.evidence if e.get("chunk_id")
+        f"{e.get('section', '')}\n{chunk_text(int(e['chunk_id']))[: e.get('chars')]}"
+        for e in result.evidence if e.get("chunk_id")
     )
     missing_in_evidence = _missing(case.keywords, shown_text)
     cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}

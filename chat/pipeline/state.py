@@ -49,6 +49,7 @@ class EvidenceItem:
             "section": self.section,
             "score": round(self.score, 4),
             "preview": preview,
+            "chars": len(self.text),  # what the prompt holds: a long chunk is cut to the gate's budget
             "url": self.url,
         }
 

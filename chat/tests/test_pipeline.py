@@ -52,7 +52,7 @@ def test_it_emits_the_events_of_the_contract_in_order(docs_kb, alice, extractive
     retrieval = events.one("retrieval").data
     assert retrieval["count"] == len(retrieval["evidence"]) >= 1
     first = retrieval["evidence"][0]
-    assert set(first) >= {"n", "source", "doc", "chunk_id", "section", "score", "preview", "url"}
+    assert set(first) >= {"n", "source", "doc", "chunk_id", "section", "score", "preview", "chars", "url"}
     assert first["n"] == 1 and first["source"] == "KB" and first["url"].endswith(f"#chunk-{first['chunk_id']}")
     assert events.tokens() == result.answer
     assert {c.data["n"] for c in events.of("citation")} <= {e["n"] for e in retrieval["evidence"]}

@@ -135,6 +135,12 @@ def test_keywords_in_evidence_tell_a_retrieval_miss_from_a_reader_miss():
     assert never_found.why == ["missing keywords ['10%', 'half-open'] (['half-open'] not in the evidence)"]
     assert summarise([left_out, never_found])["keywords_in_evidence"] == 0.5
 
+    # A passage the gate cut to its budget is read as far as the prompt held it.
+    cut = [{"n": 1, "doc_id": 1, "chunk_id": 20, "chars": len("It stays open")}]
+    result = SimpleNamespace(answer="It stays open [1].", evidence=cut, citations=[], shortcut="", trace_id="")
+    minutes = AnswerCase("r3", "How long?", ("5 minutes",), frozenset())
+    assert score_answer(minutes, result, 1.0, chunk_text=chunks.__getitem__).keywords_in_evidence is False
+
 
 def test_source_recall_is_the_share_of_the_needed_documents_cited():
     from types import SimpleNamespace
