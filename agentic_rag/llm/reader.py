@@ -70,6 +70,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
+KEYED_ROW = 1.5  # how much more a table row counts when its first cell names the question's subject
 MAX_LEAD_IN_CHARS = 40  # a section title longer than this is a sentence, not a name
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
@@ -135,6 +136,7 @@ class _Scored:
     terms: frozenset[str]
     score: float
     coverage: float
+    keyed: bool = False  # a table row whose first cell the question names
 
 
 def expected_answer_types(question: str) -> frozenset[str]:
@@ -168,6 +170,9 @@ class _Located:
     # The section title is a question (an FAQ's "How many stages are there?"): its body is its
     # answer ("8: S1 memory, S2 rewrite, …") and need not repeat its words.
     asks: bool = False
+    # A table row whose first cell the question names as written ("…answers 429?", "fusion_agent
+    # 会同时跑…"): the row the table keeps for what was asked.
+    keyed: bool = False
 
 
 def read(
@@ -185,7 +190,7 @@ def read(
     each part adding its best unit, so every part gets an answer.
     """
     tokenize = _with_names_of_versions(tokenize)
-    located = _locate(passages, tokenize)
+    located = _locate(passages, tokenize, question)
     weights = _idf([item.terms for item in located])
 
     def read_one(text: str) -> list[Pick]:
@@ -217,8 +222,9 @@ def _name_words(name: str) -> str:
     return re.sub(r"^\d+[-_ ]*|[-_]+", " ", stem)
 
 
-def _locate(passages: Sequence[Passage], tokenize: Tokenize) -> list[_Located]:
+def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "") -> list[_Located]:
     located: list[_Located] = []
+    names = _names_in(question)
     for passage in passages:
         # The document's name frames every section in it: "confidence below 0.65 becomes clarify"
         # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
@@ -228,9 +234,24 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize) -> list[_Located]:
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
-            located.append(_Located(passage, unit, terms, section, before, asks))
+            keyed = unit.kind == "row" and names(unit.key)
+            located.append(_Located(passage, unit, terms, section, before, asks, keyed))
             before = terms
     return located
+
+
+def _names_in(question: str) -> Callable[[str], bool]:
+    """Whether question holds a text as written: a whole word or name ("429" in "answers 429?",
+    not in "4290"; "KB" not in "KBs"), or, in Chinese, anywhere."""
+    folded = question.casefold()
+
+    def names(text: str) -> bool:
+        text = " ".join(text.casefold().split())
+        if len(text) < 2:
+            return False
+        return re.search(rf"(?<![\w-]){re.escape(text)}(?![\w-])", folded) is not None or (has_cjk(text) and text in folded)
+
+    return names
 
 
 def _ask(
@@ -260,7 +281,7 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     if asked.similarity is not None:
         score += 0.2 * max(0.0, asked.similarity(asked.text, item.unit.text))
     score /= 1 + asked.options.rank_decay * item.passage.rank
-    return _Scored(item.passage, item.unit, item.terms, score, coverage)
+    return _Scored(item.passage, item.unit, item.terms, score, coverage, item.keyed)
 
 
 def _fitness(asked: _Asked, item: _Located) -> float:
@@ -280,6 +301,8 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= 0.2  # repeats the question's words and adds nothing
     if _QUESTION_END.search(unit.text):
         factor *= 0.3  # a question in the sources is not an answer
+    if item.keyed:
+        factor *= KEYED_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
     if unit.is_code and not asked.wants_code:
@@ -325,12 +348,15 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     """The best unit, then companions that add to it, or the table or command it introduces."""
     question, types, options, wants_code = asked.variants[0], asked.types, asked.options, asked.wants_code
     ranked = sorted(scored, key=lambda s: (-s.score, s.passage.rank, s.unit.position))
-    if not ranked or ranked[0].coverage < options.min_coverage:
+    if not ranked:
         return []
-    best = ranked[0].score
+    # A keyed row leads the answer without crowding out the units that would have joined it.
+    best = ranked[0].score / (KEYED_ROW if ranked[0].keyed else 1.0)
     # The answer opens in the question's language when a unit in it scores nearly as well; the
     # companions still come from either language (a question may need documents in both).
     leads = [s for s in ranked[:5] if s.coverage >= options.min_coverage]
+    if not leads:
+        return []
     lead = max(leads, key=lambda s: s.score * _language_share(s, asked))
     ranked = [lead, *(s for s in ranked if s is not lead)]
     chosen: list[_Scored] = []

@@ -55,23 +55,24 @@ class Unit:
     kind: str  # "sentence", "item" or "row"
     is_code: bool = False
     table: int = -1  # for a row: which table of its text (rows of one table share it)
+    key: str = ""  # for a row: its first cell, which names what the row is about ("cosine", "429")
 
 
 def readable_text(text: str) -> str:
     """text with Markdown syntax stripped and each table row written with its header."""
-    return "\n".join(line for line, _ in _readable_lines(text))
+    return "\n".join(line for line, _, _ in _readable_lines(text))
 
 
 def split_units(text: str) -> list[Unit]:
     """The quotable units of an evidence text, in order."""
     units: list[Unit] = []
     tables, previous = -1, ""
-    for line, kind in _readable_lines(text):
+    for line, kind, key in _readable_lines(text):
         if kind == "row" and previous != "row":
             tables += 1
         previous = kind
         if kind == "row":
-            units.append(Unit(line, len(units), kind, is_code_like(line), tables))
+            units.append(Unit(line, len(units), kind, is_code_like(line), tables, key))
             continue
         for sentence in _join_leads(split_sentences(line)):
             for piece, is_code in _command_then_prose(sentence):
@@ -179,8 +180,9 @@ def text_language(text: str) -> str:
     return "zh" if cjk >= 10 or 3 * cjk >= len(_LATIN_LETTERS.findall(text)) else "en"
 
 
-def _readable_lines(text: str) -> Iterator[tuple[str, str]]:
-    """(line, kind) pairs: kind is "row" for a table row, "item" for a list item, else "line"."""
+def _readable_lines(text: str) -> Iterator[tuple[str, str, str]]:
+    """(line, kind, key) triples: kind is "row" for a table row, "item" for a list item, else
+    "line"; key is a row's first cell."""
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -201,14 +203,14 @@ def _readable_lines(text: str) -> Iterator[tuple[str, str]]:
         if width >= 2:  # a lone row: its cells, without the pipes
             cleaned = ", ".join(table_cells(cleaned))
         if cleaned:
-            yield cleaned, kind
+            yield cleaned, kind, ""
 
 
-def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
     rows = [table_cells(strip_markdown(line)) for line in lines if not TABLE_SEPARATOR.match(line)]
     if not _is_header(rows[0]):  # a chunk cut from the middle of a table: rows without names
         for row in rows:
-            yield ", ".join(cell for cell in row if cell), "row"
+            yield ", ".join(cell for cell in row if cell), "row", row[0]
         return
     header, body = rows[0], rows[1:]
     # "，" not "；": the citation check reads a sentence as ending at "；".
@@ -216,7 +218,7 @@ def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
     for row in body:
         pairs = [f"{name}{colon}{cell}" if name and name != "#" else cell for name, cell in zip(header, row, strict=False) if cell]
         if pairs:
-            yield joiner.join(pairs), "row"
+            yield joiner.join(pairs), "row", row[0] if row else ""
 
 
 def _is_header(cells: list[str]) -> bool:

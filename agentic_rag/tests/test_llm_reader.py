@@ -399,3 +399,40 @@ def test_a_sentence_that_repeats_the_question_but_points_back_answers_it():
 
     assert "This suits Chinese extractive QA sets such as CMRC 2018. [2]" in body
     assert body.startswith("**SQuAD format**")
+
+
+RETRIES = ("10.3 重试", "情形 | 行为\n--- | ---\n401 / 403 | 立即失败，不重试\n429 | 依次等待 2 s、3 s、5 s\n其他错误 | 指数退避")
+RATE_LIMITS = ("7 Rate limits", "Over a limit, HTTP answers 429 Too Many Requests with a Retry-After header.")
+
+
+def test_a_table_row_keeps_its_first_cell_as_its_key():
+    assert [u.key for u in split_units(RERANK_TABLE) if u.kind == "row"] == ["cosine", "key-term ratio", "title"]
+
+
+def test_the_row_whose_key_the_question_names_answers_it_in_either_language():
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    passages = [Passage(str(n), text, n, section) for n, (section, text) in enumerate([RETRIES, RATE_LIMITS])]
+
+    def picked(question: str) -> list[str]:
+        return [pick.unit.text for pick in read(question, passages, tokenize=analyze, expand=expand_query).picks]
+
+    # A "how" question answered by a row gets its whole table, in order.
+    assert "情形：429，行为：依次等待 2 s、3 s、5 s" in picked("How does the LLM layer retry when a provider answers 429?")
+    # The keyed row is quoted without crowding out what would have joined it (which opens the
+    # answer, in the question's language).
+    assert picked("What does the LLM layer do when a provider answers 429?") == [
+        RATE_LIMITS[1], "情形：429，行为：依次等待 2 s、3 s、5 s",
+    ]
+
+
+def test_a_key_is_named_only_as_written():
+    """"a selected section" does not name the request field selected_section, nor "4290" the 429 row."""
+    fields = ("2 Request", "field | meaning\n--- | ---\nselected_section | the section's code\nmessage | the instruction")
+    prose = ("1 Rewriting", "A rewrite of the selected section comes back as a proposal shown as a word-level diff.")
+
+    body = answer_of("How does document chat rewrite a selected section?", fields, prose)
+
+    assert body.startswith("A rewrite of the selected section comes back as a proposal")
+    assert "2 s、3 s" not in answer_of("Does the LLM layer retry when a provider answers 4290?", RETRIES)
