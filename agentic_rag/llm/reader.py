@@ -169,7 +169,7 @@ class _Located:
     before: frozenset[str]
     # The section title is a question (an FAQ's "How many stages are there?"): its body is its
     # answer ("8: S1 memory, S2 rewrite, …") and need not repeat its words.
-    asks: bool = False
+    asks: frozenset[str] = frozenset()
     # A table row whose first cell the question names as written ("…answers 429?", "fusion_agent
     # 会同时跑…"): the row the table keeps for what was asked.
     keyed: bool = False
@@ -228,9 +228,10 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
     for passage in passages:
         # The document's name frames every section in it: "confidence below 0.65 becomes clarify"
         # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
-        heading = f"{_ASKING_WORDS.sub(' ', passage.section)} {_name_words(passage.document)}"
-        section = frozenset(tokenize(heading))
-        asks = _QUESTION_END.search(passage.section) is not None
+        asked_terms = frozenset(tokenize(_ASKING_WORDS.sub(" ", strip_numbering(passage.section))))
+        section = asked_terms | frozenset(tokenize(_name_words(passage.document)))
+        # The section title is a question (an FAQ's): the terms it asks about.
+        asks = asked_terms if _QUESTION_END.search(passage.section) else frozenset()
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
@@ -277,6 +278,10 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     # answers "混合检索的权重" with its second sentence, which names neither.
     context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
     coverage = min(1.0, coverage + CONTEXT_SHARE * context)
+    if len(item.asks) >= 2 and any(item.asks <= q for q in asked.variants):
+        # Under an FAQ entry that asks a narrower form of the question ("文档状态有哪些？" for
+        # "文档在摄取过程中会经历哪些状态？"): its answer covers the question's subject.
+        coverage = max(coverage, QUESTION_HEADING_COVERAGE)
     score = coverage * _fitness(asked, item)
     if asked.similarity is not None:
         score += 0.2 * max(0.0, asked.similarity(asked.text, item.unit.text))
@@ -317,7 +322,7 @@ def _fitness(asked: _Asked, item: _Located) -> float:
 def _section_share(question: set[str], item: _Located, asked: _Asked) -> float:
     """How much a question term counts when only the unit's section title holds it: all of it
     under a heading that asks most of question, else half."""
-    asks_this = item.asks and _coverage(question, item.section, frozenset(), asked.weights) >= QUESTION_HEADING_COVERAGE
+    asks_this = bool(item.asks) and _coverage(question, item.section, frozenset(), asked.weights) >= QUESTION_HEADING_COVERAGE
     return 1.0 if asks_this else 0.5
 
 

@@ -436,3 +436,19 @@ def test_a_key_is_named_only_as_written():
 
     assert body.startswith("A rewrite of the selected section comes back as a proposal")
     assert "2 s、3 s" not in answer_of("Does the LLM layer retry when a provider answers 4290?", RETRIES)
+
+
+def test_an_faq_entry_that_asks_a_narrower_form_of_the_question_answers_it():
+    from knowledge.analysis import analyze
+
+    demo = ("9.3 演示知识库", "make run 会创建演示知识库，并把 docs/ 中的这些文档摄取进去，因此可以直接在对话中询问本文中的任何数值。"
+            "文档在网页中可以删除。对话中的回答带引用。")
+    faq = ("2.5 文档状态有哪些？", "依次为 pending、parsing、chunking、embedding、indexing、ready；任一阶段出错则为 failed。进度实时推送。")
+    passages = [Passage(str(n), text, n, section) for n, (section, text) in enumerate([demo, faq])]
+
+    reading = read("文档在摄取过程中会经历哪些状态？", passages, tokenize=analyze)
+
+    assert reading.picks[0].unit.text.startswith("依次为 pending")
+    # A heading of one term is too broad to be the question ("文档有哪些？").
+    broad = [passages[0], Passage("1", faq[1], 1, "2.5 文档有哪些？")]
+    assert not read("文档在摄取过程中会经历哪些状态？", broad, tokenize=analyze).picks[0].unit.text.startswith("依次为")
