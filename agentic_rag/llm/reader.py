@@ -167,8 +167,8 @@ class _Located:
     terms: frozenset[str]
     section: frozenset[str]
     before: frozenset[str]
-    # The section title is a question (an FAQ's "How many stages are there?"): its body is its
-    # answer ("8: S1 memory, S2 rewrite, …") and need not repeat its words.
+    # When the section title is a question (an FAQ's "How many stages are there?"), the terms it
+    # asks about; its body is its answer ("8: S1 memory, S2 rewrite, …") and need not repeat them.
     asks: frozenset[str] = frozenset()
     # A table row whose first cell the question names as written ("…answers 429?", "fusion_agent
     # 会同时跑…"): the row the table keeps for what was asked.
@@ -230,7 +230,6 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
         asked_terms = frozenset(tokenize(_ASKING_WORDS.sub(" ", strip_numbering(passage.section))))
         section = asked_terms | frozenset(tokenize(_name_words(passage.document)))
-        # The section title is a question (an FAQ's): the terms it asks about.
         asks = asked_terms if _QUESTION_END.search(passage.section) else frozenset()
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):
