@@ -381,7 +381,7 @@ def test_the_section_title_leads_the_answer_when_it_names_what_the_quoted_units_
     [
         ("2.5 Which formats can be imported?", "a question heading only repeats the question"),
         ("4.2 Reading", "about nothing the question asks"),
-        ("4.2 Paragraph documents", "says nothing the quoted units do not"),
+        ("4.2 Format of paragraphs", "says nothing the question and the quoted units do not"),
     ],
 )
 def test_a_section_title_is_not_shown_when_it_adds_nothing(section, why):
