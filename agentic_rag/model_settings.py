@@ -1,5 +1,10 @@
 """The language-model settings page (staff): add, order, test and remove the models the chat
-may use, and see each one's circuit breaker and last failures in this process."""
+may use, and see each one's circuit breaker and last failures in this process.
+
+A key is sent only where it was saved. Staff may point a model anywhere with a key they type;
+naming an environment variable's key, or moving a kept key to another base URL, needs a
+superuser, since that key is the deployment's and not theirs.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .llm import CompletionOptions, LLMError, Message, get_llm
 from .llm.openai import OpenAICompatibleProvider
-from .llm.registry import encrypt_key, provider_for, provider_key, registry_changed
+from .llm.registry import encrypt_key, is_key_env_allowed, provider_for, provider_key, registry_changed
 from .models import ModelProvider
 
 TEST_PROMPT = (Message("user", "Reply with the single word OK."),)
@@ -54,13 +59,26 @@ class ModelProviderForm(forms.ModelForm):
         }
         help_texts = {
             "name": _("Shown in traces and on the settings page."),
-            "api_key_env": _("The name of an environment variable holding the key, instead of storing it."),
+            "api_key_env": _(
+                "The name of an environment variable holding the key, instead of storing it: a name ending in "
+                "_API_KEY. Only a superuser may name one."
+            ),
         }
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, user: Any, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.user = user
         if not self.instance.api_key_encrypted:
             del self.fields["clear_key"]  # nothing stored to remove
+
+    def clean_api_key_env(self) -> str:
+        name = self.cleaned_data["api_key_env"].strip()
+        if name and not is_key_env_allowed(name):
+            raise forms.ValidationError(
+                gettext("Name a variable ending in _API_KEY (such as DEEPSEEK_API_KEY): %(name)s may hold "
+                        "one of the server's own secrets.") % {"name": name}
+            )
+        return name
 
     def clean_base_url(self) -> str:
         url = self.cleaned_data["base_url"].rstrip("/")
@@ -76,7 +94,22 @@ class ModelProviderForm(forms.ModelForm):
             value = data.get(field)
             if value is not None and not 0 < value <= 600:
                 self.add_error(field, gettext("Use a number of seconds between 0 and 600."))
+        if not self.user.is_superuser:
+            self._keep_keys_where_saved(data)
         return data
+
+    def _keep_keys_where_saved(self, data: dict) -> None:
+        """Refuse to send a key this person did not type to an address it was not saved with."""
+        row, name, url = self.instance, data.get("api_key_env"), data.get("base_url")
+        if url is None:
+            return  # the base URL itself was refused
+        is_moved = row.pk is None or url != row.base_url
+        if name and (is_moved or name != row.api_key_env):
+            self.add_error("api_key_env", gettext("Only a superuser may send a key from the environment to a model."))
+        elif not name and is_moved and row.api_key_encrypted and not (data.get("api_key") or data.get("clear_key")):
+            self.add_error("base_url", gettext(
+                "Only a superuser may send the stored key to another address: enter the key again, or remove it."
+            ))
 
     def save(self, commit: bool = True) -> ModelProvider:
         row = super().save(commit=False)

@@ -292,6 +292,9 @@ LLM_RETRY_DEADLINE_S = envfloat("LLM_RETRY_DEADLINE_S", "30")
 LLM_RETRY_MAX_RETRY_AFTER_S = envfloat("LLM_RETRY_MAX_RETRY_AFTER_S", "10")
 LLM_EXTRACTIVE_TOKENIZER = os.getenv("LLM_EXTRACTIVE_TOKENIZER", "knowledge.analysis.analyze")
 LLM_EXTRACTIVE_EXPANDER = os.getenv("LLM_EXTRACTIVE_EXPANDER", "knowledge.fusion.expand_query")
+# A model added on the settings page may read its key only from an environment variable whose
+# whole name matches this, so no one can name SECRET_KEY or DATABASE_URL and send it out.
+LLM_KEY_ENV_PATTERN = r"[A-Z][A-Z0-9_]*_API_KEY"
 
 # Retrieval (knowledge.retrieval): longer queries are cut, with a warning in the result.
 RETRIEVAL_MAX_QUERY_CHARS = envint("RETRIEVAL_MAX_QUERY_CHARS", "1000")

@@ -67,7 +67,7 @@ def _staff_only(request: HttpRequest) -> None:
 @require_http_methods(["GET", "POST"])
 def model_list(request: HttpRequest) -> HttpResponse:
     _staff_only(request)
-    form = ModelProviderForm(request.POST or None)
+    form = ModelProviderForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         row = form.save()
         messages.success(
@@ -83,7 +83,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
 def model_edit(request: HttpRequest, pk: int) -> HttpResponse:
     _staff_only(request)
     row = get_object_or_404(ModelProvider, pk=pk)
-    form = ModelProviderForm(request.POST or None, instance=row)
+    form = ModelProviderForm(request.POST or None, instance=row, user=request.user)
     if request.method == "POST" and form.is_valid():
         form.save()
         messages.success(request, _("Saved %(name)s.") % {"name": row.name})

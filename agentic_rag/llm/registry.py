@@ -2,7 +2,8 @@
 
 Keys are encrypted with Fernet under a key derived from SECRET_KEY: a copy of the database
 alone does not reveal them. Changing SECRET_KEY makes stored keys unreadable; the settings
-page then says so and asks for the key again.
+page then says so and asks for the key again. A key named as an environment variable is read
+only from a name matching LLM_KEY_ENV_PATTERN: the process's other secrets are never a key.
 
 Every process builds its router once and rebuilds it when the registry's version changes:
 a counter in the cache (Redis in the full stack, so every daphne process and worker sees a
@@ -16,6 +17,7 @@ import base64
 import hashlib
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -59,8 +61,16 @@ class ProviderKey:
     problem: str = ""  # why there is none when one was configured
 
 
+def is_key_env_allowed(name: str) -> bool:
+    """Whether a model's key may be read from the environment variable `name`."""
+    return re.fullmatch(settings.LLM_KEY_ENV_PATTERN, name) is not None
+
+
 def provider_key(row) -> ProviderKey:
     """The API key of a ModelProvider row, from the environment or decrypted."""
+    if row.api_key_env and not is_key_env_allowed(row.api_key_env):
+        # Rows saved before the rule, or written past the form, are checked on every use.
+        return ProviderKey("", f"the environment variable {row.api_key_env} may not hold a model's key")
     if row.api_key_env:
         value = os.environ.get(row.api_key_env, "")
         return ProviderKey(value, "" if value else f"the environment variable {row.api_key_env} is not set")
@@ -71,6 +81,9 @@ def provider_key(row) -> ProviderKey:
 
 
 def provider_for(row) -> OpenAICompatibleProvider:
+    """The row as a provider; ValueError when its key variable is not allowed."""
+    if row.api_key_env and not is_key_env_allowed(row.api_key_env):
+        raise ValueError(provider_key(row).problem)
     timeouts = Timeouts(
         connect_s=row.connect_timeout_s, first_token_s=row.first_token_timeout_s,
         chunk_s=max(row.first_token_timeout_s, 5.0), total_s=row.total_timeout_s,
@@ -92,7 +105,7 @@ def stored_providers() -> list[OpenAICompatibleProvider]:
     for row in rows:
         try:
             providers.append(provider_for(row))
-        except ValueError as exc:  # a base URL that cannot be used; the form refuses those
+        except ValueError as exc:  # a base URL or key variable that cannot be used; the form refuses those
             log.warning("model %s skipped: %s", row.name, exc)
     return providers
 
