@@ -235,6 +235,15 @@ DATA_UPLOAD_MAX_NUMBER_FILES = MAX_UPLOAD_FILES
 MAX_SECTION_EDIT_CHARS = envint("MAX_SECTION_EDIT_CHARS", "20000")  # document chat: one section's rewrite
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = None
+# Request bodies (agentic_rag.body_limit) are refused with a 413 before Django reads them. The
+# upload routes take one file at MAX_UPLOAD_MB with its multipart framing and room for a few
+# smaller ones, and a file a little over MAX_UPLOAD_MB still reaches the view, which names it
+# in its per-file refusal; 100 files at the cap in one request would not be a bound at all.
+MAX_REQUEST_BODY_MB = envint("MAX_REQUEST_BODY_MB", str(2 * MAX_UPLOAD_MB))
+MAX_REQUEST_BODY_BYTES = MAX_REQUEST_BODY_MB * 1024 * 1024
+UPLOAD_URL_NAMES = frozenset({"knowledge-upload", "evaluation-set-import"})
+# Every other route: Django's default for a body that is not files, now enforced up front.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(2_621_440))
 
 # Chunking (knowledge.chunking.ChunkingParams).
 CHUNK_CHILD_TARGET_ZH = envint("CHUNK_CHILD_TARGET_ZH", "300")

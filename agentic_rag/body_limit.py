@@ -1,0 +1,132 @@
+"""Refuse oversized request bodies at the ASGI edge, before Django buffers them.
+
+Django reads a whole body before it resolves a view, and checks MAX_UPLOAD_MB only per file
+once the multipart body is parsed, so without this every route, anonymous ones included,
+took bodies of any size. `BodyLimitMiddleware` wraps Django's HTTP app: it answers 413 when
+Content-Length is over the route's budget without reading the body, and it counts the bytes
+of a body sent without one (chunked), stopping at the budget. It then tells the app the
+client went away (Django drops such a request) and never pulls the rest of the body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from django.conf import settings
+from django.urls import Resolver404, resolve
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Budget = Callable[[Scope], int]
+
+DISCONNECT: Message = {"type": "http.disconnect"}
+
+
+def route_budget(scope: Scope) -> int:
+    """Return how many body bytes the request's route accepts: uploads much more than forms."""
+    path = scope["path"].removeprefix(scope.get("root_path", ""))
+    try:
+        name = resolve(path).url_name
+    except Resolver404:
+        name = None
+    if name in settings.UPLOAD_URL_NAMES:
+        return settings.MAX_REQUEST_BODY_BYTES
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+class BodyLimitMiddleware:
+    """Wrap an ASGI app so that no HTTP request body past its route's budget reaches it."""
+
+    def __init__(self, app: ASGIApp, *, budget: Budget = route_budget) -> None:
+        self.app = app
+        self.budget = budget
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        # Most bodies are under every route's budget: resolve the route only for the others.
+        small = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        declared = _content_length(scope)
+        if declared is not None and declared > small:
+            limit = self.budget(scope)
+            if declared > limit:
+                logger.warning("refused a %s-byte body for %s", declared, scope["path"])
+                return await send_refusal(scope, send, limit)
+        guard = _BodyGuard(receive, send, lambda: self.budget(scope), small)
+        await self.app(scope, guard.receive, guard.send)
+        if guard.overflowed and not guard.response_started:
+            logger.warning("refused a streamed body over %s bytes for %s", guard.limit, scope["path"])
+            await send_refusal(scope, send, guard.limit)
+
+
+class _BodyGuard:
+    """Count body bytes as the app pulls them; past the budget, answer as if the client left."""
+
+    def __init__(self, receive: Receive, send: Send, budget: Callable[[], int], small: int) -> None:
+        self._receive = receive
+        self._send = send
+        self._budget = budget
+        self._checked = small  # bytes known to be allowed without resolving the route
+        self.limit: int | None = None
+        self.received = 0
+        self.overflowed = False
+        self.response_started = False
+
+    async def receive(self) -> Message:
+        if self.overflowed:
+            return DISCONNECT
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self._checked and self.received > self._allowed():
+                self.overflowed = True
+                return DISCONNECT
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.response_started = True
+        await self._send(message)
+
+    def _allowed(self) -> int:
+        if self.limit is None:
+            self.limit = self._budget()
+        return self.limit
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # the server refuses a malformed length; the count still applies
+    return None
+
+
+async def send_refusal(scope: Scope, send: Send, limit: int | None) -> None:
+    """Answer 413: JSON in the API's error shape under /api/, a short page elsewhere."""
+    megabytes = f"{(limit or 0) / 2**20:.1f}".removesuffix(".0")
+    message = f"The request is larger than the {megabytes} MB this address accepts; nothing was saved."
+    if scope["path"].startswith("/api/"):
+        body = json.dumps({"error": {"message": message, "code": "body_too_large"}}).encode()
+        content_type = b"application/json"
+    else:
+        body = f"<!doctype html><title>Too large</title><p>{message}</p>\n".encode()
+        content_type = b"text/html; charset=utf-8"
+    # Connection: close, since the unread rest of the body must not be taken for a next request.
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
