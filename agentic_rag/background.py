@@ -17,9 +17,12 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from celery import Task
+from celery.exceptions import Reject
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
+
+from agentic_rag.shutdown import is_stop_requested, request_stop
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,8 @@ def _executor_for(task: Task) -> ThreadPoolExecutor:
         if queue not in _executors:
             _executors[queue] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"background-{queue}")
         return _executors[queue]
+
+
 _server_loop: asyncio.AbstractEventLoop | None = None
 
 
@@ -56,6 +61,9 @@ def dispatch(task: Task, *args: Any) -> None:
 
 
 def _run_in_background(task: Task, args: tuple[Any, ...]) -> None:
+    if is_stop_requested():
+        log.info("not starting %s%r: the process is stopping; the next start resumes it", task.name, args)
+        return
     loop = _server_loop
     if loop is not None and loop.is_running() and not loop.is_closed():
         runner = sync_to_async(_apply_in_background, thread_sensitive=False, executor=_executor_for(task))
@@ -76,6 +84,27 @@ def _apply_in_background(task: Task, args: tuple[Any, ...]) -> None:
         _apply(task, args)
     finally:
         close_old_connections()
+
+
+def stop_background_work(reason: str) -> None:
+    """Halt the running in-process tasks at their next batch boundary and drop the queued ones."""
+    request_stop(reason)
+    with _executors_lock:
+        executors = list(_executors.values())
+    for executor in executors:
+        # Python's exit joins these threads: without cancel_futures it would run the queue dry.
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def postpone(task: Task, args: tuple[Any, ...]) -> None:
+    """Hand back a task that stopped at a batch boundary because its process is stopping.
+
+    From a worker, the broker delivers it again (acks_late); in-process, the server's next
+    start resumes the work from what the database says is unfinished.
+    """
+    if not task.request.is_eager:
+        raise Reject(f"{task.name}{args!r}: the worker is shutting down", requeue=True)
+    log.info("%s%r stopped for shutdown; the next start resumes it", task.name, args)
 
 
 def notify_group(group: str, message: dict[str, Any]) -> None:

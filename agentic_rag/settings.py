@@ -190,6 +190,14 @@ GRAPH_BUILD_DEBOUNCE_S = int(os.getenv("GRAPH_BUILD_DEBOUNCE_S", "10"))
 GRAPH_BUILD_LOCK_S = int(os.getenv("GRAPH_BUILD_LOCK_S", "120"))
 # One embedding upgrade per KB at a time, under a lock each batch renews (a batch takes seconds).
 UPGRADE_LOCK_S = envint("UPGRADE_LOCK_S", "300")
+# Shutdown (agentic_rag.shutdown): on SIGTERM, background work stops at its next batch
+# boundary and resumes on the next start; a process that a stuck request thread still holds
+# SHUTDOWN_GRACE_S later exits by force, before the SIGKILL of a container stop (docker waits
+# 10 s by default) can land in the middle of a write.
+SHUTDOWN_GRACE_S = envfloat("SHUTDOWN_GRACE_S", "6")
+# Test-only: pause this long at each batch boundary of background work, so a test can stop
+# a server while work is half done. Leave it 0.
+BACKGROUND_BATCH_DELAY_S = envfloat("BACKGROUND_BATCH_DELAY_S", "0")
 # "auto": a language model extracts when one is configured, else the rules; "rules"; "llm".
 GRAPH_EXTRACTOR = os.getenv("GRAPH_EXTRACTOR", "auto")
 GRAPH_LLM_TIMEOUT_S = float(os.getenv("GRAPH_LLM_TIMEOUT_S", "30"))
@@ -233,6 +241,9 @@ MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
 MAX_UPLOAD_FILES = envint("MAX_UPLOAD_FILES", "100")
 DATA_UPLOAD_MAX_NUMBER_FILES = MAX_UPLOAD_FILES
 MAX_SECTION_EDIT_CHARS = envint("MAX_SECTION_EDIT_CHARS", "20000")  # document chat: one section's rewrite
+# A document page renders about this many characters of text and pages through the rest, so
+# its work is bounded whatever the document's size.
+DOCUMENT_PAGE_CHARS = envint("DOCUMENT_PAGE_CHARS", "60000")
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = None
 # Request bodies (agentic_rag.body_limit) are refused with a 413 before Django reads them. The
@@ -244,6 +255,14 @@ MAX_REQUEST_BODY_BYTES = MAX_REQUEST_BODY_MB * 1024 * 1024
 UPLOAD_URL_NAMES = frozenset({"knowledge-upload", "evaluation-set-import"})
 # Every other route: Django's default for a body that is not files, now enforced up front.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(2_621_440))
+# Parsers (knowledge.parsing): bounds on the work one uploaded file can ask for, generous for
+# real documents. A .docx's XML parts are inflated in bounded reads up to DOCX_MAX_EXPANDED_MB
+# whatever the archive declares; its images and embedded files are never inflated.
+DOCX_MAX_EXPANDED_MB = envint("DOCX_MAX_EXPANDED_MB", "64")
+DOCX_MAX_PARAGRAPHS = envint("DOCX_MAX_PARAGRAPHS", "100000")
+DOCX_MAX_TABLE_CELLS = envint("DOCX_MAX_TABLE_CELLS", "200000")
+PDF_MAX_PAGES = envint("PDF_MAX_PAGES", "2000")
+HTML_MAX_ELEMENTS = envint("HTML_MAX_ELEMENTS", "1000000")
 
 # Chunking (knowledge.chunking.ChunkingParams).
 CHUNK_CHILD_TARGET_ZH = envint("CHUNK_CHILD_TARGET_ZH", "300")

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from agentic_rag.shutdown import at_batch_boundary
 from knowledge.chunking import count_tokens
 from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase
 
@@ -96,8 +97,13 @@ def build_graph(
     community_params: CommunityParams = CommunityParams(),
     summarise: Callable[[str, list[str]], str] | None = None,
     on_progress: Progress | None = None,
+    after_interruption: bool = False,
 ) -> BuildReport:
-    """Bring the graph of `kb` up to date with its documents (all of them when `full`)."""
+    """Bring the graph of `kb` up to date with its documents (all of them when `full`).
+
+    `after_interruption`: a build stopped half-way before this one, after storing documents
+    whose entities it never recounted or regrouped; this build recounts and regroups them all.
+    """
     started = time.perf_counter()
     report = BuildReport(dry_run=dry_run, extractor=extractor_name)
     try:
@@ -115,6 +121,8 @@ def build_graph(
         deleted = GraphDocument.objects.filter(kb=kb, document__isnull=True)
         touched = {e for ids in deleted.values_list("entity_ids", flat=True) for e in ids}
         touched |= _read_documents(kb, documents, chunk_rows, extractor, report, on_progress)
+        if after_interruption:
+            touched |= set(Entity.objects.filter(kb=kb).values_list("id", flat=True))
         step = time.perf_counter()
         touched |= _recount(kb, touched)
         deleted.delete()
@@ -122,7 +130,7 @@ def build_graph(
         step = time.perf_counter()
         if on_progress:
             on_progress(95, "communities")
-        scope = None if full else touched
+        scope = None if full or after_interruption else touched
         if scope is None or scope:
             report.communities_recomputed = recompute(kb, scope, community_params, summarise=summarise)
         report.timings_ms["communities"] = _ms(step)
@@ -178,6 +186,7 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
     touched: set[int] = set()
     timings = Counter()
     for number, document in enumerate(documents, 1):
+        at_batch_boundary()
         step = time.perf_counter()
         extractions = [(chunk_id, extractor(text, dictionary)) for chunk_id, text in chunk_rows.get(document.id, [])]
         timings["extract"] += time.perf_counter() - step

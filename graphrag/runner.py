@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agentic_rag.background import notify_group
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, LLMError, Message, get_llm
+from agentic_rag.shutdown import StopRequested
 from knowledge.models import KnowledgeBase
 from knowledge.progress import kb_group_name
 
@@ -62,8 +63,8 @@ def run_locked_build(kb: KnowledgeBase, *, full: bool = False, llm=None) -> Buil
         cache.set(_again_key(kb.pk), 1, timeout=settings.GRAPH_BUILD_LOCK_S * 4)
         return Busy(kb.pk)
     try:
-        _close_interrupted(kb)
-        report = _recorded_build(kb, full=full, llm=llm)
+        interrupted = _close_interrupted(kb)
+        report = _recorded_build(kb, full=full, llm=llm, after_interruption=interrupted)
         while cache.get(_again_key(kb.pk)):
             cache.delete(_again_key(kb.pk))
             report = _recorded_build(kb, full=False, llm=llm)
@@ -72,14 +73,16 @@ def run_locked_build(kb: KnowledgeBase, *, full: bool = False, llm=None) -> Buil
         cache.delete(_lock_key(kb.pk))
 
 
-def _close_interrupted(kb: KnowledgeBase) -> None:
+def _close_interrupted(kb: KnowledgeBase) -> bool:
+    """Close the builds a stopped process left; return whether there were any."""
     # Holding the lock, no other build of this KB runs: a "running" row is a dead worker's.
-    GraphBuild.objects.filter(kb=kb, status__in=[GraphBuild.RUNNING, GraphBuild.QUEUED]).update(
+    closed = GraphBuild.objects.filter(kb=kb, status__in=[GraphBuild.RUNNING, GraphBuild.QUEUED]).update(
         status=GraphBuild.FAILED, error="interrupted: the process running it stopped", finished_at=timezone.now()
     )
+    return closed > 0
 
 
-def _recorded_build(kb: KnowledgeBase, *, full: bool, llm) -> BuildReport:
+def _recorded_build(kb: KnowledgeBase, *, full: bool, llm, after_interruption: bool = False) -> BuildReport:
     llm = llm if llm is not None else get_llm()
     with_llm = use_llm(settings.GRAPH_EXTRACTOR, llm)
     extractor = LLMExtractor(llm, timeout_s=settings.GRAPH_LLM_TIMEOUT_S) if with_llm else extract
@@ -99,7 +102,12 @@ def _recorded_build(kb: KnowledgeBase, *, full: bool, llm) -> BuildReport:
             kb, full=full, extractor=extractor, extractor_name=name, llm_extraction=with_llm,
             community_params=CommunityParams(method=settings.GRAPH_COMMUNITY_METHOD),
             summarise=summariser(llm) if with_llm else None, on_progress=progress,
+            after_interruption=after_interruption,
         )
+    except StopRequested:
+        # Queued again: the next start of the server (or the broker) runs it once more.
+        GraphBuild.objects.filter(pk=build.pk).update(status=GraphBuild.QUEUED, error="stopped with its process")
+        raise
     except Exception as error:
         log.exception("graph build of %s failed", kb.slug)
         finish(build, None, error=f"{type(error).__name__}: {error}")

@@ -6,9 +6,11 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from agentic_rag.background import dispatch
+from agentic_rag.background import dispatch, postpone
+from agentic_rag.shutdown import StopRequested
 from knowledge.models import KnowledgeBase
 
+from .models import GraphBuild
 from .runner import Busy, run_locked_build, scheduled_key
 
 
@@ -18,7 +20,11 @@ def build_knowledge_graph(self, kb_id: int, full: bool = False) -> dict:
     kb = KnowledgeBase.objects.filter(pk=kb_id).first()
     if kb is None:
         return {"skipped": "the knowledge base no longer exists"}
-    result = run_locked_build(kb, full=full)
+    try:
+        result = run_locked_build(kb, full=full)
+    except StopRequested:
+        postpone(self, (kb_id, full))
+        return {"stopped": "the process is stopping; the build resumes when it next runs"}
     if isinstance(result, Busy):
         if not self.request.is_eager:
             # A worker elsewhere holds the lock, or held it when it died: try again once the
@@ -38,3 +44,16 @@ def schedule_graph_build(kb_id: int) -> None:
         build_knowledge_graph.apply_async((kb_id,), countdown=settings.GRAPH_BUILD_DEBOUNCE_S)
     else:
         dispatch(build_knowledge_graph, kb_id)
+
+
+def resume_interrupted_graph_builds() -> list[int]:
+    """Build again the graph of every KB whose build a stopped server left unfinished.
+
+    In-process builds die with their server (or stop with it, queued again); the server
+    calls this once when it starts. The build reads only the documents not yet stored.
+    """
+    unfinished = [GraphBuild.RUNNING, GraphBuild.QUEUED]
+    kb_ids = list(GraphBuild.objects.filter(status__in=unfinished).values_list("kb_id", flat=True).distinct())
+    for kb_id in kb_ids:
+        dispatch(build_knowledge_graph, kb_id)
+    return kb_ids

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agentic_rag.embeddings import Embedder, get_embedder
+from agentic_rag.shutdown import at_batch_boundary
 
 from .analysis import analyze
 from .ingest import IngestionRun, Stage, register_stage
@@ -47,14 +48,19 @@ def embed_unique(embedder: Embedder, texts: Sequence[str], known: dict[str, np.n
     and child) with the same text, which is most of a corpus of short sections.
 
     `known` holds vectors of texts embedded before (by an earlier batch of the same run);
-    those are reused, and this call's vectors are added to it.
+    those are reused, and this call's vectors are added to it. Embeds EMBEDDER_BATCH_SIZE
+    texts at a time, so a stopping process waits for one model call, not a document's worth.
     """
     if not texts:  # no call for nothing: a remote embedder would probe its dimension
         return np.zeros((0, 0), dtype=np.float32)
     known = {} if known is None else known
     missing = [text for text in dict.fromkeys(texts) if text not in known]
-    if missing:
-        known.update(zip(missing, embedder.embed_passages(missing), strict=True))
+    size = max(settings.EMBEDDER_BATCH_SIZE, 1)
+    for start in range(0, len(missing), size):
+        if start:
+            at_batch_boundary()
+        batch = missing[start : start + size]
+        known.update(zip(batch, embedder.embed_passages(batch), strict=True))
     return np.vstack([known[text] for text in texts])
 
 
@@ -189,6 +195,7 @@ def _embed_missing(
     # A parent and its child that share a text can fall into different batches.
     known: dict[str, np.ndarray] = {}
     while batch := list(missing.order_by("pk")[:batch_size]):
+        at_batch_boundary()
         _embed_into_entries(batch, embedder, known)
         done += len(batch)
         on_batch(done, done + missing.count())
@@ -223,7 +230,8 @@ def _embed_into_entries(
     chunks: Sequence[Chunk], embedder: Embedder, known: dict[str, np.ndarray] | None = None
 ) -> None:
     vectors = embed_unique(embedder, [index_text(chunk) for chunk in chunks], known)
-    SearchEntry.objects.bulk_create(_entries(chunks, vectors, embedder.name), ignore_conflicts=True)
+    with transaction.atomic():  # SQLite splits a bulk insert into statements: a batch is whole
+        SearchEntry.objects.bulk_create(_entries(chunks, vectors, embedder.name), ignore_conflicts=True)
 
 
 def upgrade_target(kb: KnowledgeBase) -> str | None:

@@ -23,6 +23,8 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agentic_rag.shutdown import StopRequested, at_batch_boundary
+
 from .chunking import ChunkingParams, ParentDraft, chunk_document
 from .models import (
     IN_PROGRESS,
@@ -240,18 +242,19 @@ def chunk_stage(run: IngestionRun) -> None:
 
 
 def store_stage(run: IngestionRun) -> None:
-    """Write the version's parent and child chunks (not yet live)."""
+    """Write the version's parent and child chunks (not yet live), all or none."""
     document = run.document
     common = {"kb_id": document.kb_id, "document_id": document.pk, "version": run.version}
-    parents = Chunk.objects.bulk_create(
-        [_chunk_row(draft, Chunk.PARENT, common) for draft in run.parents], batch_size=500
-    )
-    children = [
-        _chunk_row(child, Chunk.CHILD, common, parent=row, section=draft)
-        for row, draft in zip(parents, run.parents, strict=True)
-        for child in draft.children
-    ]
-    children = Chunk.objects.bulk_create(children, batch_size=500)
+    with transaction.atomic():
+        parents = Chunk.objects.bulk_create(
+            [_chunk_row(draft, Chunk.PARENT, common) for draft in run.parents], batch_size=500
+        )
+        children = [
+            _chunk_row(child, Chunk.CHILD, common, parent=row, section=draft)
+            for row, draft in zip(parents, run.parents, strict=True)
+            for child in draft.children
+        ]
+        children = Chunk.objects.bulk_create(children, batch_size=500)
     run.stored = [*parents, *children]
     run.child_ids = [row.pk for row in children]
 
@@ -341,6 +344,11 @@ def run_ingestion(
     except TRANSIENT_ERRORS as error:
         _finish_job(job, "failed", error=f"transient: {error}")
         raise
+    except StopRequested:
+        # The document stays in progress, which is what the next run looks for; that run
+        # discards this one's unpublished chunks.
+        _finish_job(job, "failed", error="interrupted: the process stopped; it runs again")
+        raise
     except Exception as error:
         log.exception("ingestion of document %s failed", document_id)
         _fail(run, job, f"internal error ({type(error).__name__}); see the server log", on_progress)
@@ -369,6 +377,7 @@ def _discard_unpublished_chunks(document: Document) -> None:
 
 def _run_stages(run, job, stages: Sequence[Stage], on_progress: ProgressCallback) -> None:
     for position, stage in enumerate(stages):
+        at_batch_boundary()
         percent = round(100 * position / (len(stages) + 1))
         _enter_stage(run, job, stage, percent, on_progress)
         started = perf_counter()

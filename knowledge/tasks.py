@@ -6,8 +6,9 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from agentic_rag.background import dispatch
+from agentic_rag.background import dispatch, postpone
 from agentic_rag.embeddings import get_embedder
+from agentic_rag.shutdown import StopRequested
 
 from .indexing import background_target, reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
@@ -24,6 +25,7 @@ class IngestionTask(Task):
 
 @shared_task(
     base=IngestionTask,
+    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=TRANSIENT_ERRORS,
@@ -32,9 +34,13 @@ class IngestionTask(Task):
     retry_jitter=True,
     max_retries=5,
 )
-def ingest_document(document_id: int) -> str:
+def ingest_document(self, document_id: int) -> str:
     """Ingest one document; safe to run twice (a live version is left alone)."""
-    job = run_ingestion(document_id, on_progress=publish_progress)
+    try:
+        job = run_ingestion(document_id, on_progress=publish_progress)
+    except StopRequested:
+        postpone(self, (document_id,))
+        return "stopped"
     if job and job.status == DocumentStatus.READY:
         kb = KnowledgeBase.objects.get(documents=document_id)
         document_ingested.send(sender=Document, document=Document.objects.get(pk=document_id))
@@ -43,8 +49,8 @@ def ingest_document(document_id: int) -> str:
     return job.status if job else "skipped"
 
 
-@shared_task(acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
-def upgrade_embeddings(kb_id: int) -> int:
+@shared_task(bind=True, acks_late=True, autoretry_for=TRANSIENT_ERRORS, retry_backoff=2, max_retries=5)
+def upgrade_embeddings(self, kb_id: int) -> int:
     """Move a KB's vectors to EMBEDDER_UPGRADE, or embed the chunks its embedder lacks.
 
     One run at a time per KB.
@@ -64,6 +70,9 @@ def upgrade_embeddings(kb_id: int) -> int:
     try:
         progress(0, 0)  # the banner shows while the model loads, before the chunks are counted
         return reembed_knowledge_base(kb, get_embedder(target), on_batch=progress)
+    except StopRequested:
+        postpone(self, (kb_id,))  # the entries written so far stay: the next run skips them
+        return 0
     finally:
         publish_background_indexing(None, kb.pk)
         cache.delete(lock)

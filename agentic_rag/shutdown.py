@@ -1,0 +1,106 @@
+"""Stop a process cleanly: background work halts at a batch boundary, and the process exits.
+
+The long loops (ingestion stages, embedding batches, the graph's documents) call
+`at_batch_boundary()` between units of work they commit whole. Once `request_stop()` has
+been called (SIGTERM to daphne, a Celery worker's warm shutdown) it raises StopRequested
+there, and the task hands its work back: to the broker, which delivers it again, or to the
+next start of the server, which resumes it from the database as it does after a crash.
+
+A request thread stuck in user code cannot be stopped that way, and Python's exit waits
+for it: `start_watchdog` ends the process anyway once a grace period has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+_stop = threading.Event()
+
+
+class StopRequested(Exception):
+    """The process is stopping: leave the rest of this work to the next run."""
+
+
+def request_stop(reason: str) -> bool:
+    """Ask background work to stop at its next batch boundary; False if already asked."""
+    if _stop.is_set():
+        return False
+    _stop.set()
+    log.info("stop requested (%s): background work stops at its next batch boundary", reason)
+    return True
+
+
+def is_stop_requested() -> bool:
+    return _stop.is_set()
+
+
+def reset() -> None:
+    """Forget a stop request (tests: a real process never starts work again after one)."""
+    _stop.clear()
+
+
+def at_batch_boundary() -> None:
+    """Raise StopRequested when the process is stopping; return at once otherwise."""
+    delay = settings.BACKGROUND_BATCH_DELAY_S
+    if delay:
+        _stop.wait(delay)  # the test hook: hold work half-done, but never delay a stop
+    if _stop.is_set():
+        raise StopRequested
+
+
+def start_watchdog(grace_s: float, *, exit: Callable[[int], object] = os._exit) -> threading.Thread:
+    """Exit the process after `grace_s` seconds, whatever still runs, saying what it abandons.
+
+    A daemon thread, so a process that ends in time ends without waiting for it. Only
+    committed transactions survive a forced exit; every write of background work is in one.
+    """
+
+    def expire() -> None:
+        time.sleep(grace_s)
+        log.warning(
+            "still running %.1f s after the stop request; exiting by force, abandoning: %s",
+            grace_s,
+            "; ".join(describe_threads()) or "nothing (the interpreter was finishing)",
+        )
+        logging.shutdown()  # flushes the handlers that os._exit would cut off
+        sys.stderr.flush()
+        exit(1)
+
+    watchdog = threading.Thread(target=expire, name="shutdown-watchdog", daemon=True)
+    watchdog.start()
+    return watchdog
+
+
+def describe_threads() -> list[str]:
+    """Each live non-daemon thread but the caller's and the main one, with where it is."""
+    frames = sys._current_frames()
+    described = []
+    for thread in threading.enumerate():
+        if thread.daemon or thread is threading.current_thread() or thread is threading.main_thread():
+            continue
+        frame = frames.get(thread.ident)
+        where = f" at {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}" if frame else ""
+        described.append(f"{thread.name}{where}")
+    return described
+
+
+def when_daphne_stops(callback: Callable[[], None]) -> bool:
+    """Call `callback` as daphne's reactor begins to stop (SIGTERM, SIGINT); False without daphne.
+
+    The trigger runs before daphne's own, which waits for every open request to finish.
+    """
+    if "daphne.server" not in sys.modules:  # another server, or a test importing the app
+        return False
+    from twisted.internet import reactor
+
+    reactor.addSystemEventTrigger("before", "shutdown", callback)
+    return True
