@@ -38,6 +38,45 @@ class ReadableSection:
     passages: tuple[Passage, ...]
 
 
+@dataclass(frozen=True)
+class OutlineItem:
+    """A parent chunk in the document's outline, and the page of the document it is on."""
+
+    parent_id: int
+    index: str
+    title: str
+    level: int
+    page: int  # 1-based
+
+
+def page_numbers(sizes: Sequence[int], budget: int) -> list[int]:
+    """The page (from 1) of each parent when parents of these sizes fill pages of `budget` characters.
+
+    Every page holds at least one parent, so a page is at most one parent over the budget,
+    and a parent is at most CHUNK_PARENT_MAX_CHARS: a page's work is bounded whatever the
+    document's size.
+    """
+    pages, page, used = [], 1, 0
+    for size in sizes:
+        if used and used + size > budget:
+            page, used = page + 1, 0
+        used += size
+        pages.append(page)
+    return pages
+
+
+def outline_items(parents: Sequence[Chunk], pages: Sequence[int]) -> list[OutlineItem]:
+    """The outline of a document's parents, one entry per section, each with its page."""
+    items: list[OutlineItem] = []
+    previous = None
+    for parent, page in zip(parents, pages, strict=True):
+        heading = (parent.section_index, parent.section_title)
+        if heading != previous:
+            items.append(OutlineItem(parent.pk, parent.section_index, parent.section_title, _level(parent), page))
+        previous = heading
+    return items
+
+
 def readable_sections(parents: Iterable[Chunk]) -> list[ReadableSection]:
     """The document's sections in order; parents need their children prefetched in index order."""
     sections = []
@@ -101,10 +140,24 @@ def text_blocks(text: str) -> list[Block]:
             blocks.append(Block("list", tuple(LIST_MARK.sub("", item) for item in run)))
             i += len(run)
             continue
-        run = _run(lines, i, lambda text: bool(text.strip()) and not _is_row(text) and not LIST_MARK.match(text))
-        blocks.append(Block("paragraph", tuple(run)))
-        i += len(run)
+        end = _paragraph_end(lines, i)
+        blocks.append(Block("paragraph", tuple(lines[i:end])))
+        i = end
     return blocks
+
+
+def _paragraph_end(lines: list[str], start: int) -> int:
+    """Where the paragraph opening at `start` ends: it always takes its first line, so a lone
+    line that looks like a table row ("--mode bm25|vector|hybrid") is prose, and every pass
+    of text_blocks' loop moves on."""
+    end = start + 1
+    while end < len(lines) and lines[end].strip() and not LIST_MARK.match(lines[end]) and not _opens_table(lines, end):
+        end += 1
+    return end
+
+
+def _opens_table(lines: list[str], start: int) -> bool:
+    return start + 1 < len(lines) and _is_row(lines[start]) and _is_row(lines[start + 1])
 
 
 def _run(lines: list[str], start: int, accepts) -> list[str]:

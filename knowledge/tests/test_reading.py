@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from knowledge.models import Chunk
-from knowledge.reading import _pieces, readable_sections, text_blocks
+from knowledge.reading import _pieces, page_numbers, readable_sections, text_blocks
 
 
 def test_it_reads_paragraphs_lists_tables_and_code():
@@ -42,3 +42,25 @@ def test_a_section_does_not_repeat_its_heading_as_text(kb):
 
     assert (section.index, section.title, section.level) == ("2.1", "Tokenisation", 2)
     assert [(p.chunk_id is not None, p.blocks[0].lines) for p in section.passages] == [(True, ("Chinese text is cut by jieba.",))]
+
+
+def test_a_lone_line_that_looks_like_a_table_row_is_read_as_prose():
+    # Such a line once counted as a row but not as a paragraph, and text_blocks never returned.
+    blocks = text_blocks("intro\n\n--mode bm25|vector|hybrid\n\nend\nx | y\nstill prose")
+
+    assert [b.kind for b in blocks] == ["paragraph", "paragraph", "paragraph"]
+    assert blocks[1].lines == ("--mode bm25|vector|hybrid",)
+    assert blocks[2].lines == ("end", "x | y", "still prose")
+
+
+def test_a_paragraph_stops_where_a_table_starts():
+    blocks = text_blocks("Weights:\na | b\n1 | 2")
+
+    assert [b.kind for b in blocks] == ["paragraph", "table"]
+    assert blocks[1].rows == (("a", "b"), ("1", "2"))
+
+
+def test_pages_fill_to_the_budget_and_hold_at_least_one_parent():
+    assert page_numbers([], 100) == []
+    assert page_numbers([40, 40, 40, 250, 10], 100) == [1, 1, 2, 3, 4]
+    assert page_numbers([100, 1], 100) == [1, 2]
