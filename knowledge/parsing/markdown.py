@@ -10,20 +10,26 @@ from .document import Block, HeadingLines
 from .headings import markup_heading
 from .text import flush_paragraph
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# No two unbounded runs of spaces touch (each optional pipe takes the spaces after it), so a
+# long line that is almost a rule fails in linear time.
+_TABLE_RULE = re.compile(r"^\s*(?:\|\s*)?:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*(?:\|\s*)?$")
 # YAML front matter is metadata, not content.
 _FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+# Each pattern is linear in the line: a link's text holds no bracket and its target no
+# parenthesis, and emphasis holds no mark of its own kind, so a failed match stops at the next
+# "[", "(" or "__" instead of rescanning the rest of a long line from every opening mark.
 _INLINE = (
-    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links and images keep their text
+    (re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)"), r"\1"),  # links and images keep their text
     # __ only at word boundaries (not inside snake__case), and not around a dunder name
     # written without ticks ("__init__.py")
-    (re.compile(r"\*\*(.+?)\*\*|(?<!\w)__(?!\w+__(?!\w))(.+?)__(?!\w)"), lambda m: m[1] or m[2]),
+    (re.compile(r"\*\*(.+?)\*\*|(?<!\w)__(?!\w+__(?!\w))((?:(?!__).)+?)__(?!\w)"), lambda m: m[1] or m[2]),
 )
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+_INLINE_MARKS = ("[", "**", "__")
+_QUOTE = re.compile(r"^\s*>\s?")
 
 
 @dataclass
@@ -43,9 +49,9 @@ class _MarkdownReader:
         elif fence := _FENCE.match(line):
             flush_paragraph(self.paragraph, self.blocks)
             self.fence = fence[1]
-        elif atx := _ATX.match(line):
+        elif atx := atx_heading(line):
             flush_paragraph(self.paragraph, self.blocks)
-            self._add_heading(len(atx[1]), atx[2] or "", self.line_number)
+            self._add_heading(*atx, self.line_number)
         elif self.paragraph and (setext := _SETEXT.match(line)):
             text = " ".join(self.paragraph)
             self.paragraph.clear()  # a setext heading is the paragraph it underlines
@@ -76,16 +82,38 @@ class _MarkdownReader:
             self.heading_lines.append((first_line, self.line_number + 1))
 
 
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading's level and text ("## Setup ##" → 2, "Setup"), or None.
+
+    Plain string work rather than a regex: a lazy heading text followed by optional spaces
+    and closing marks backtracks quadratically over a long run of spaces.
+    """
+    marked = line.lstrip(" ")
+    if len(line) - len(marked) > 3:
+        return None
+    level = len(marked) - len(marked.lstrip("#"))
+    rest = marked[level:]
+    if not 1 <= level <= 6 or (rest and rest[0] not in " \t"):
+        return None
+    text = rest.strip(" \t")
+    unclosed = text.rstrip("#")
+    if unclosed != text and unclosed[-1:] in (" ", "\t"):  # a closing sequence needs a space before it
+        text = unclosed.rstrip(" \t")
+    return level, text
+
+
 def _markdown_line(line: str) -> str:
     stripped = line.strip()
     if stripped.startswith("|") and stripped.endswith("|"):
         return " | ".join(cell.strip() for cell in stripped[1:-1].split("|"))
-    return _strip_inline(re.sub(r"^\s*>\s?", "", line.rstrip()))
+    return _strip_inline(_QUOTE.sub("", line.rstrip()) if ">" in line else line.rstrip())
 
 
 def _strip_inline(text: str) -> str:
     """text without links' targets, emphasis marks and code ticks; code spans keep their text
     as written (`__import__` is a name, not bold "import")."""
+    if not any(mark in text for mark in _INLINE_MARKS):  # most lines: no pattern can match
+        return text
     pieces = _CODE_SPAN.split(text)  # odd pieces are code spans' contents
     for i in range(0, len(pieces), 2):
         for pattern, replacement in _INLINE:
