@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, TooManyFilesSent
 from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Count, Prefetch, Q, Sum
-from django.db.models.functions import Coalesce
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db.models.functions import Coalesce, Length
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -28,7 +30,7 @@ from .ingest import (
 from .models import Chunk, Document, DocumentStatus, DocumentVersion, KnowledgeBase
 from .parsing import SUPPORTED_EXTENSIONS
 from .progress import background_indexing
-from .reading import readable_sections
+from .reading import OutlineItem, outline_items, page_numbers, readable_sections
 from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
@@ -180,22 +182,62 @@ def _render_upload(request, kb, outcomes: list[SubmitOutcome], *, error: str = "
 @require_GET
 def document_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     document = _get_document_for_user(request, slug, pk)
-    children = Prefetch("children", queryset=Chunk.objects.order_by("index"))
-    parents = list(Chunk.objects.live().parents().filter(document=document).order_by("index").prefetch_related(children))
     # The text reads the document; the chunks show how it was cut. A citation's #chunk-<id>
     # lands on its passage in either.
     view = "chunks" if request.GET.get("view") == "chunks" else "text"
+    page = _document_page(document, request.GET)
     context = {
         "kb": document.kb,
         "document": document,
         "view": view,
-        "sections": readable_sections(parents) if view == "text" else [],
-        "parents": parents,
+        "sections": readable_sections(page.parents) if view == "text" else [],
+        "parents": page.parents,
+        "outline": page.outline,
+        "page": page,
         "can_write": document.kb.is_writable_by(request.user),
         "versions": document.versions.defer("data").select_related("created_by"),
         "last_job": document.jobs.filter(status=DocumentStatus.READY).first(),
     }
     return render(request, "knowledge/document_detail.html", context)
+
+
+@dataclass(frozen=True)
+class _DocumentPage:
+    number: int  # 1-based
+    count: int
+    parents: list[Chunk]  # this page's parents, their children prefetched in order
+    outline: list[OutlineItem]  # the whole document's, each item with its page
+
+
+def _document_page(document: Document, query: QueryDict) -> _DocumentPage:
+    """The page of the document that `?chunk=<id>` (a citation) or `?page=<n>` asks for.
+
+    A page holds about DOCUMENT_PAGE_CHARS of text, so a request's work is bounded by that,
+    not by the document's size; the outline lists every section and its page.
+    """
+    heads = list(
+        Chunk.objects.live().parents().filter(document=document).order_by("index")
+        .only("pk", "section_index", "section_title", "chapter_level_1", "chapter_level_2")
+        .annotate(chars=Length("text"))
+    )
+    pages = page_numbers([head.chars for head in heads], settings.DOCUMENT_PAGE_CHARS)
+    count = pages[-1] if pages else 1
+    number = _page_asked(query, document, dict(zip((head.pk for head in heads), pages)), count)
+    children = Prefetch("children", queryset=Chunk.objects.order_by("index"))
+    on_page = [head.pk for head, page in zip(heads, pages) if page == number]
+    parents = list(Chunk.objects.filter(pk__in=on_page).order_by("index").prefetch_related(children))
+    return _DocumentPage(number, count, parents, outline_items(heads, pages))
+
+
+def _page_asked(query: QueryDict, document: Document, page_of_parent: dict[int, int], count: int) -> int:
+    """The page of the chunk `?chunk=` names (a parent or a child), else `?page=`, else the first."""
+    chunk = query.get("chunk", "")
+    if chunk.isdigit():
+        asked = Chunk.objects.filter(pk=int(chunk), document=document).values_list("pk", "parent_id").first()
+        if asked and (asked[1] or asked[0]) in page_of_parent:
+            return page_of_parent[asked[1] or asked[0]]
+    page = query.get("page", "")
+    return min(int(page), count) if page.isdigit() and int(page) >= 1 else 1
 
 
 @login_required

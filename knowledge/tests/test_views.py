@@ -450,6 +450,35 @@ def test_it_shows_the_document_as_text_with_each_passage_addressable(alice_clien
         assert f'class="passage" id="chunk-{child.pk}"' in html  # where a citation lands
 
 
+def test_a_long_document_is_shown_a_page_at_a_time_and_a_citation_opens_its_page(alice_client, document, settings):
+    settings.DOCUMENT_PAGE_CHARS = 1  # one parent a page
+    parents = list(Chunk.objects.live().parents().filter(document=document).order_by("index"))
+    last_child = parents[-1].children.order_by("index").last()
+    assert len(parents) >= 2
+
+    first = alice_client.get(document.get_absolute_url())
+    cited = alice_client.get(document.get_absolute_url(), {"chunk": last_child.pk})
+    beyond = alice_client.get(document.get_absolute_url(), {"page": 10**9})
+
+    html = first.content.decode()
+    assert first.context["page"].number == 1 and first.context["page"].count == len(parents)
+    assert f'id="chunk-{parents[0].pk}"' in html and f'id="chunk-{parents[-1].pk}"' not in html
+    assert f'href="?page={len(parents)}#chunk-{parents[-1].pk}"' in html  # the outline still lists it
+    assert "data-document-pager" in html
+    assert cited.context["page"].number == len(parents)
+    assert f'id="chunk-{last_child.pk}"' in cited.content.decode()
+    assert beyond.context["page"].number == len(parents)
+
+
+def test_a_citation_of_another_documents_chunk_opens_the_first_page(alice_client, document, kb):
+    other = Chunk.objects.create(kb=kb, document=Document.objects.create(kb=kb, name="b.md", sha256="1" * 64, size=1),
+                                 version=1, level=Chunk.PARENT, index=0, text="elsewhere", sha256="z")
+
+    response = alice_client.get(document.get_absolute_url(), {"chunk": other.pk})
+
+    assert response.status_code == 200 and response.context["page"].number == 1
+
+
 def test_it_never_shows_where_the_file_was_on_the_server(alice_client, document):
     Document.objects.filter(pk=document.pk).update(source="/srv/private/uploads/handbook.md")
 

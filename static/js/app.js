@@ -67,6 +67,21 @@
     });
   });
 
+  // A long document is shown a page at a time: a citation's #chunk-<id> for a passage on
+  // another page asks the server for the page that holds it (?chunk=<id>).
+  function openCitedPage() {
+    var match = /^#chunk-(\d+)$/.exec(window.location.hash);
+    if (!match || document.getElementById("chunk-" + match[1])) return;
+    if (!document.querySelector("[data-document-pager]")) return;
+    var params = new URLSearchParams(window.location.search);
+    if (params.get("chunk") === match[1]) return;  // asked already: the chunk is gone
+    params.delete("page");
+    params.set("chunk", match[1]);
+    window.location.replace("?" + params.toString() + window.location.hash);
+  }
+  document.addEventListener("DOMContentLoaded", openCitedPage);
+  window.addEventListener("hashchange", openCitedPage);
+
   // Dropped files get their rows at once, with the upload's progress, before the server
   // has them; the server's rows replace these when the table arrives over the socket.
   // Words the page's language gives (base.html puts them on <body>); English otherwise.
