@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder
-from agentic_rag.llm import CompletionOptions, LLMError
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider, LLMError
 from agentic_rag.llm import Message as LLMMessage
 from knowledge.analysis import analyze
 
@@ -127,7 +127,10 @@ def _llm_summary(previous: str, turns: Sequence[PastTurn], llm: Any) -> str:
     transcript = "\n".join(f"user: {t.question[:500]}\nassistant: {t.answer[:800]}" for t in turns)
     earlier = f"Earlier summary: {previous}\n\n" if previous else ""
     messages = [LLMMessage("system", SUMMARY_PROMPT), LLMMessage("user", f"{earlier}Conversation:\n{transcript}")]
-    text = llm.complete(messages, CompletionOptions(temperature=0.3, max_tokens=400)).text.strip()
+    completion = llm.complete(messages, CompletionOptions(temperature=0.3, max_tokens=400))
+    if completion.provider == ExtractiveProvider.name:  # the model failed: quotes are no summary
+        raise LLMError(f"no model answered: {[attempt.error for attempt in completion.attempts]}")
+    text = completion.text.strip()
     if not text:
         raise LLMError("empty summary")
     return text

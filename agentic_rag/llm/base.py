@@ -123,6 +123,10 @@ class LLMBadResponse(LLMError):
     """The service answered, but not with what the protocol promises."""
 
 
+class LLMEmptyReply(LLMBadResponse):
+    """The reply held no answer: empty, whitespace, or only reasoning (a think block never closed)."""
+
+
 class LLMStreamInterrupted(LLMError):
     """A stream failed after tokens were delivered; `partial_text` is what got through."""
 

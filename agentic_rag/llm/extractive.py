@@ -19,6 +19,7 @@ the question: "现在东京几点" shares none with "Current time Asia/Tokyo: �
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -29,13 +30,14 @@ from xml.sax.saxutils import unescape
 from agentic_rag.llm.base import (
     Completion,
     CompletionOptions,
+    LLMEmptyReply,
     LLMUnavailable,
     Message,
     Usage,
     complete_json_with,
     json_messages,
 )
-from agentic_rag.llm.json_reply import extract_json
+from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Reading, Similarity, lead_in, read
 from agentic_rag.llm.units import has_cjk, split_units
 
@@ -45,6 +47,11 @@ DEFAULT_OPTIONS = ReaderOptions()
 DISCLAIMER = {
     "en": "(Extractive answer: sentences quoted from the sources, no language model.)",
     "zh": "（抽取式回答：以下句子摘自资料原文，未使用语言模型。）",
+}
+# The label when a configured model was asked and failed: "no language model" would mislead.
+MODEL_FAILED = {
+    "en": "(Extractive answer: the language model failed, so these sentences are quoted from the sources.)",
+    "zh": "（抽取式回答：语言模型调用失败，以下句子摘自资料原文。）",
 }
 # A tool's output (a calculation, the time) is not quoted from a source: say what it is.
 TOOL_DISCLAIMER = {
@@ -106,6 +113,13 @@ class ExtractiveProvider:
         self._options = options
         self._similarity = similarity or feature_cosine
         self._expand = expand
+        self._disclaimer = DISCLAIMER
+
+    def after_failure(self) -> ExtractiveProvider:
+        """This reader, labelling its answers as standing in for a model that failed."""
+        stand_in = copy.copy(self)
+        stand_in._disclaimer = MODEL_FAILED
+        return stand_in
 
     def answer(self, messages: Sequence[Message]) -> str:
         """Return the whole answer for the conversation."""
@@ -113,7 +127,7 @@ class ExtractiveProvider:
         language = "zh" if has_cjk(question) else "en"
         evidence = find_evidence(messages)
         if not evidence:
-            return f"{DISCLAIMER[language]}\n\n{NO_EVIDENCE[language]}"
+            return f"{self._disclaimer[language]}\n\n{NO_EVIDENCE[language]}"
         tools = [e for e in evidence if e.from_tool]
         documents = [e for e in evidence if not e.from_tool]
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
@@ -122,10 +136,10 @@ class ExtractiveProvider:
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
         quoted += [(pick.unit.text, pick.doc_id) for pick in reading.picks]
         if not quoted:
-            return f"{DISCLAIMER[language]}\n\n{_not_answered(documents, language)}"
+            return f"{self._disclaimer[language]}\n\n{_not_answered(documents, language)}"
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
-        label = DISCLAIMER if reading.picks else TOOL_DISCLAIMER
+        label = self._disclaimer if reading.picks else TOOL_DISCLAIMER
         title = self._lead_in(question, documents, reading) if not tools else ""
         # On a line of its own (a Markdown line break), so no citation takes it into its quote.
         heading = f"**{title}**  \n" if title else ""
@@ -157,6 +171,14 @@ class ExtractiveProvider:
         field: str = "answer",
     ) -> dict:
         return complete_json_with(self, messages, options, schema_hint, field=field)
+
+
+def _why_quoted(completion: Completion) -> str:
+    """Why the extractive fallback answered: the models' errors when some were tried."""
+    errors = [attempt.error for attempt in completion.attempts if attempt.error]
+    if errors:
+        return f"the language model failed ({'; '.join(errors)})"
+    return "no language model answered (the extractive fallback did)"
 
 
 def _not_answered(documents: Sequence[Evidence], language: str) -> str:
@@ -237,8 +259,13 @@ def model_json(
 
     Raise LLMUnavailable when the answer came from the router's extractive fallback: it
     quotes documents, it cannot classify or rewrite, and its text would be taken for a result.
+    Raise LLMEmptyReply when the reply held neither JSON nor text: the parser's canned
+    apology is for showing to a person, never a value to use or cache.
     """
     completion = llm.complete(json_messages(messages, schema_hint), replace(options, json_mode=True))
     if getattr(completion, "provider", "") == ExtractiveProvider.name:
-        raise LLMUnavailable("no language model answered (the extractive fallback did)")
-    return extract_json(completion.text, field=field)
+        raise LLMUnavailable(_why_quoted(completion))
+    reply = parse_json_reply(completion.text, field=field)
+    if reply.step == "canned":
+        raise LLMEmptyReply("no answer in the reply: neither JSON nor text", provider=completion.provider)
+    return reply.data

@@ -26,6 +26,7 @@ from agentic_rag.llm.base import (
     LLMAuthError,
     LLMBadRequest,
     LLMBadResponse,
+    LLMEmptyReply,
     LLMError,
     LLMRateLimited,
     LLMTimeout,
@@ -34,7 +35,7 @@ from agentic_rag.llm.base import (
     Usage,
     complete_json_with,
 )
-from agentic_rag.llm.thinking import ThinkFilter, strip_think
+from agentic_rag.llm.thinking import OPEN_TAG, ThinkFilter, strip_think
 
 USER_AGENT = "agentic-rag/1.0"
 
@@ -116,7 +117,6 @@ class OpenAICompatibleProvider:
     def stream(self, messages: Sequence[Message], options: CompletionOptions) -> Iterator[str]:
         call = _Call(self, options.timeout_s or self._timeouts.total_s)
         first_s = options.first_token_timeout_s or self._timeouts.first_token_s
-        think = ThinkFilter()
         try:
             response = self._post(call, self._body(messages, options, stream=True), first_s)
             if not response.getheader("Content-Type", "").startswith("text/event-stream"):
@@ -124,11 +124,7 @@ class OpenAICompatibleProvider:
                 call.arm(call.total_s)
                 yield self._completion(self._read_json(response)).text
                 return
-            for piece in self._events(call, response, first_s):
-                if visible := think.feed(piece):
-                    yield visible
-            if rest := think.flush():
-                yield rest
+            yield from _answer_pieces(self._events(call, response, first_s), self.name)
         finally:
             call.close()
 
@@ -271,9 +267,12 @@ class OpenAICompatibleProvider:
             raise LLMBadResponse(
                 f"reply has no choices[0].message.content: {payload!r:.200}", provider=self.name
             ) from exc
+        answer = strip_think(text)
+        if not answer.strip():
+            raise LLMEmptyReply(_no_answer(text), provider=self.name)
         usage = payload.get("usage") or {}
         return Completion(
-            text=strip_think(text),
+            text=answer,
             usage=Usage(usage.get("prompt_tokens", 0) or 0, usage.get("completion_tokens", 0) or 0),
             provider=self.name,
             model=payload.get("model") or self.model,
@@ -296,6 +295,38 @@ class OpenAICompatibleProvider:
         if status >= 500:
             return LLMUnavailable(message, provider=self.name, status=status)
         return LLMBadRequest(message, provider=self.name, status=status)
+
+
+def _answer_pieces(events: Iterator[str], provider: str) -> Iterator[str]:
+    """The visible pieces of a stream (think blocks dropped), from the first with text on.
+
+    Whitespace before the answer is held back, so a reply without one delivers nothing and
+    ends in LLMEmptyReply: the router then moves on as it does after any failed call.
+    """
+    think, head, held = ThinkFilter(), "", ""
+    for piece in events:
+        if held.strip():
+            if visible := think.feed(piece):
+                yield visible
+            continue
+        head = (head + piece)[:200]  # enough to say what the empty reply held
+        held += think.feed(piece)
+        if held.strip():
+            yield held
+    rest = think.flush()
+    if held.strip():
+        if rest:
+            yield rest
+    elif (held + rest).strip():
+        yield held + rest
+    else:
+        raise LLMEmptyReply(_no_answer(head), provider=provider)
+
+
+def _no_answer(reply: str) -> str:
+    if OPEN_TAG in reply:
+        return "no answer in the reply, only reasoning (a think block, maybe cut off by max_tokens)"
+    return "no answer in the reply: it was empty" + (" but for whitespace" if reply else "")
 
 
 def parse_retry_after(value: str | None) -> float | None:

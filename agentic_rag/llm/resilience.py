@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from agentic_rag.llm.base import (
     LLMAuthError,
     LLMBadRequest,
+    LLMEmptyReply,
     LLMError,
     LLMRateLimited,
     LLMTimeout,
@@ -155,7 +156,8 @@ class RetryPolicy:
 
     def _wait_for(self, errors: Sequence[LLMError]) -> float | None:
         error = errors[-1]
-        if isinstance(error, LLMAuthError | LLMBadRequest):
+        # An empty reply comes back the same for the same prompt (a reasoning model out of tokens).
+        if isinstance(error, LLMAuthError | LLMBadRequest | LLMEmptyReply):
             return None
         if isinstance(error, LLMUnavailable) and error.status in self.fail_fast_statuses:
             return None

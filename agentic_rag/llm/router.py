@@ -20,6 +20,7 @@ from agentic_rag.llm.base import (
     Attempt,
     Completion,
     CompletionOptions,
+    LLMEmptyReply,
     LLMError,
     LLMProvider,
     LLMStreamInterrupted,
@@ -137,17 +138,24 @@ class ModelRouter:
                 return provider, self._with_retries(provider, operation, attempts)
             except _GaveUp:
                 self._breakers[provider.name].record_failure()
+        fallback = self._fallback_now()
         started = time.perf_counter()
         try:
-            result = operation(self.fallback)
+            result = operation(fallback)
         except LLMError as error:
-            attempts.append(Attempt(self.fallback.name, "error", _ms_since(started), str(error)))
+            attempts.append(Attempt(fallback.name, "error", _ms_since(started), str(error)))
             summary = "; ".join(f"{a.provider}: {a.error or a.outcome}" for a in attempts)
             raise LLMUnavailable(f"every provider failed ({summary})", provider=self.name) from error
         if self.providers:
             logger.warning("llm fallback to %s after: %s", self.fallback.name, [a.error for a in attempts])
-        attempts.append(Attempt(self.fallback.name, "ok", _ms_since(started)))
-        return self.fallback, result
+        attempts.append(Attempt(fallback.name, "ok", _ms_since(started)))
+        return fallback, result
+
+    def _fallback_now(self) -> LLMProvider:
+        """The fallback, saying in its answer that the configured models failed, when there are any
+        (without one, it says that no model is in use)."""
+        after_failure = getattr(self.fallback, "after_failure", None)
+        return after_failure() if self.providers and after_failure is not None else self.fallback
 
     def _with_retries(
         self, provider: LLMProvider, operation: Callable[[LLMProvider], T], attempts: list[Attempt]
@@ -260,7 +268,8 @@ class RoutedStream:
         self._router._record_success(provider.name)
 
     def _start(self, provider: LLMProvider) -> tuple[Iterator[str], str]:
-        """Open provider's stream and wait for its first non-empty piece ("" if it has none)."""
+        """Open provider's stream and wait for its first non-empty piece; a stream without one
+        is a failed call (LLMEmptyReply), so the next provider answers."""
         tokens = iter(provider.stream(self._messages, self._options))
         try:
             for piece in tokens:
@@ -269,7 +278,7 @@ class RoutedStream:
         except BaseException:
             _close(tokens)
             raise
-        return tokens, ""
+        raise LLMEmptyReply("no answer in the reply: the stream was empty", provider=provider.name)
 
 
 def _probe(provider: LLMProvider, timeout_s: float) -> str | None:

@@ -15,6 +15,7 @@ from agentic_rag.llm import (
     LLMAuthError,
     LLMBadRequest,
     LLMBadResponse,
+    LLMEmptyReply,
     LLMError,
     LLMRateLimited,
     LLMTimeout,
@@ -241,3 +242,19 @@ def test_the_fake_server_records_requests_and_replays_its_script(server, provide
 def test_the_shared_fixture_is_a_started_fake_server(fake_openai_server):  # noqa: F811 (a fixture)
     provider = OpenAICompatibleProvider(fake_openai_server.base_url, "", "fake-model", FAST)
     assert provider.complete(MESSAGES, OPTIONS).text == FakeReply.text
+
+
+@pytest.mark.parametrize("chunks", [("<think>planning the", " answer"), ("<think>done</think>", "  \n"), ("\n",)])
+def test_a_reply_without_an_answer_raises_and_delivers_nothing(server, provider, chunks):
+    server.script(FakeReply(chunks=chunks), FakeReply(chunks=chunks))
+
+    pieces, error = collect(provider)
+    with pytest.raises(LLMEmptyReply):
+        provider.complete(MESSAGES, OPTIONS)
+
+    assert pieces == [] and isinstance(error, LLMEmptyReply)
+
+
+def test_whitespace_before_the_answer_comes_with_its_first_words(server, provider):
+    server.reply(chunks=("\n", "  ", "Hello", " there"))
+    assert collect(provider) == (["\n  Hello", " there"], None)

@@ -21,7 +21,7 @@ from agentic_rag.llm import (
     RetryPolicy,
     Timeouts,
 )
-from agentic_rag.llm.extractive import DISCLAIMER
+from agentic_rag.llm.extractive import DISCLAIMER, MODEL_FAILED
 from agentic_rag.llm.testing import FakeOpenAIServer
 
 DOCUMENTS = '<documents><document id="1">The breaker opens above a 10% failure rate.</document></documents>'
@@ -151,7 +151,7 @@ def test_it_stops_backing_off_at_the_deadline_and_falls_back_to_extractive(fake_
     assert fake_time.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0]
     assert len(server.chat_requests) == 6
     assert completion.provider == "extractive"
-    assert completion.text.startswith(DISCLAIMER["en"])
+    assert completion.text.startswith(MODEL_FAILED["en"])
     assert "The breaker opens above a 10% failure rate. [1]" in completion.text
 
 
@@ -169,7 +169,7 @@ def test_it_falls_back_to_extractive_when_the_first_token_is_late(fake_time, ser
     text = "".join(stream)
     assert time.monotonic() - started < 1.5
     assert stream.provider == "extractive"
-    assert text.startswith(DISCLAIMER["en"])
+    assert text.startswith(MODEL_FAILED["en"])
     assert outcomes(stream.attempts) == [("primary", "error"), ("extractive", "ok")]
     assert "stalled" in stream.attempts[0].error
 
@@ -307,3 +307,36 @@ def test_a_stream_closed_from_another_thread_stops_at_its_next_piece(fake_time, 
     closer.join()
     assert 1 <= len(received) <= 2
     assert stream.text == "".join(received)
+
+
+# A reasoning model cut off before its answer: nothing but an unclosed think block.
+REASONING_ONLY = ("<think>The user asks when the breaker opens; first I should", " weigh whether")
+
+
+@pytest.mark.parametrize(
+    "chunks", [REASONING_ONLY, ("<think>weighing</think>", "\n\n  "), ("   ", "\n"), ()],
+    ids=["unterminated think", "think then whitespace", "whitespace", "empty"],
+)
+@pytest.mark.parametrize("call", ["complete", "stream"])
+def test_a_reply_with_no_answer_is_a_failure_and_the_reader_answers_saying_so(fake_time, server, chunks, call):
+    server.reply(chunks=chunks)
+    router = make_router(fake_time, server)
+
+    if call == "complete":
+        result = router.complete(MESSAGES, OPTIONS)
+        text, attempts = result.text, result.attempts
+    else:
+        stream = router.stream(MESSAGES, OPTIONS)
+        text, attempts = "".join(stream), stream.attempts
+
+    assert outcomes(attempts) == [("primary", "error"), ("extractive", "ok")]
+    assert "no answer" in attempts[0].error and fake_time.sleeps == []  # the same prompt would think again
+    assert text.startswith(MODEL_FAILED["en"]) and "The breaker opens above a 10% failure rate. [1]" in text
+    assert "no language model" not in text  # one was configured: it failed
+    assert router.recent_failures("primary")
+
+
+def test_a_reply_with_no_answer_moves_on_to_the_next_model(fake_time, server, backup):
+    server.reply(chunks=REASONING_ONLY)
+    stream = make_router(fake_time, server, backup).stream(MESSAGES, OPTIONS)
+    assert "".join(stream) == "The backup model answers." and stream.provider == "backup"

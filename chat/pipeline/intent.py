@@ -293,7 +293,7 @@ def classify_intent(
     ruled = rule_intents(message, history, tools)
     if ruled.detail != "default" or not getattr(llm, "has_model", False):
         return ruled
-    key = _cache_key(message, tools)
+    key = _cache_key(message, history, tools)
     cached = cache.get(key)
     if cached is not None:
         return IntentResult(tuple(Intent(**item) for item in cached), "cache")
@@ -316,7 +316,7 @@ def _llm_intents(message: str, history: Sequence[Turn], llm: Any, tools: frozens
         "value or a tool itself is KB, even with a tool's word (\"the documented rate limit in QPS\"). "
         "Give every plausible kind a confidence from 0 to 1."
     )
-    context = "\n".join(f"{turn.role}: {turn.content[:300]}" for turn in history[-6:])
+    context = _context(history)
     user = f"Conversation so far:\n{context or '(none)'}\n\nMessage: {message}"
     reply = model_json(
         llm,
@@ -349,6 +349,13 @@ def _plain(intent: Intent) -> dict[str, Any]:
     return {"name": intent.name, "confidence": intent.confidence, "tool": intent.tool, "topic": intent.topic}
 
 
-def _cache_key(message: str, tools: frozenset[str]) -> str:
-    raw = f"{message.strip().lower()}::{','.join(sorted(tools))}"
+def _context(history: Sequence[Turn]) -> str:
+    """The recent turns the model reads beside the message."""
+    return "\n".join(f"{turn.role}: {turn.content[:300]}" for turn in history[-6:])
+
+
+def _cache_key(message: str, history: Sequence[Turn], tools: frozenset[str]) -> str:
+    # Everything the model reads is in the key: the cache is shared by every user, so an answer
+    # given in one conversation must never be served in another.
+    raw = f"{message.strip().lower()}::{','.join(sorted(tools))}::{_context(history)}"
     return "chat:intent:" + hashlib.sha256(raw.encode()).hexdigest()

@@ -107,6 +107,28 @@ def test_it_asks_the_model_when_the_rules_say_default_and_caches_the_answer(fake
     assert len(fake_server.chat_requests) == 1
 
 
+def test_a_cached_classification_is_shared_only_by_the_same_conversation(fake_server):
+    # The model reads the recent turns, so what it said in one conversation is not another's answer.
+    fake_server.default = FakeReply(text=json.dumps({"intents": [{"name": "KB", "confidence": 0.9}]}))
+    cache, message = DictCache(), "Is it raining in the docs?"
+    alices = (Turn("user", "What does the runbook say about storms?"), Turn("assistant", "It says stay in."))
+
+    classify_intent(message, alices, llm=model_router(fake_server), cache=cache, tools=TOOLS)
+    bobs = classify_intent(message, (), llm=model_router(fake_server), cache=cache, tools=TOOLS)
+    again = classify_intent(message, alices, llm=model_router(fake_server), cache=cache, tools=TOOLS)
+
+    assert bobs.method == "llm" and again.method == "cache" and len(fake_server.chat_requests) == 2
+
+
+def test_a_reply_without_an_answer_keeps_the_rules_and_caches_nothing(fake_server):
+    fake_server.default = FakeReply(text="<think>Is this about the weather or the documents? It")
+    cache = DictCache()
+
+    result = classify_intent("Is it raining in the docs?", (), llm=model_router(fake_server), cache=cache, tools=TOOLS)
+
+    assert result.method == "rules" and "no answer" in result.detail and not cache
+
+
 def test_it_falls_back_to_the_rules_when_the_model_fails(fake_server):
     fake_server.fail(401)  # fails fast; the router's extractive fallback cannot classify
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentic_rag.llm.testing import FakeReply
 from chat.memory import (
     PastTurn,
     extractive_summary,
@@ -98,6 +99,15 @@ def test_the_summary_uses_the_model_when_one_is_configured(conversation, fake_se
     summary = summarise_conversation(conversation, llm=model_router(fake_server))
     assert (summary.method, summary.text) == ("llm", "The user asked about twelve topics; each had one fact.")
     assert "Question 12 about topic12?" in fake_server.chat_requests[-1].messages[-1]["content"]
+
+
+@pytest.mark.django_db
+def test_a_model_that_replies_only_reasoning_leaves_the_summary_to_the_rules(conversation, fake_server):
+    make_exchanges(conversation, 21)
+    fake_server.default = FakeReply(text="<think>Twelve topics; I should group them by")
+    summary = summarise_conversation(conversation, llm=model_router(fake_server))
+    assert summary.method == "extractive" and "Question 1 about topic1?" in summary.text
+    assert "Extractive answer" not in summary.text and "think" not in summary.text
 
 
 @pytest.mark.django_db

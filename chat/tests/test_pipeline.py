@@ -6,11 +6,13 @@ import time
 
 import pytest
 
+from agentic_rag.llm.json_reply import CANNED_MESSAGE
 from agentic_rag.llm.testing import FakeReply
 from chat.models import Conversation, Message, Span, Trace
 from chat.pipeline import ChatOptions, ChatRequest, run_chat
 from chat.pipeline.tools import Tool, ToolRegistry
 from chat.tests.conftest import DOCS, ingest_docs, model_router
+from chat.tests.test_intent import DictCache
 from chat.tests.test_tracing import settings_handler
 from knowledge.models import KnowledgeBase
 
@@ -408,3 +410,26 @@ def test_a_stream_cut_half_way_ends_with_an_error_and_keeps_what_was_written(doc
     assert events.of("error")[0].data["code"] == "llm_interrupted"
     message = Message.objects.get(pk=result.message_id)
     assert message.partial and message.content == "Hybrid search "
+
+
+def test_a_model_that_replies_only_reasoning_fails_and_nothing_of_it_is_kept(docs_kb, alice, bob, fake_server, events):
+    # Every call (rewrite, intent, answer) gets a think block that never closes.
+    fake_server.default = FakeReply(text="<think>The user asks about fusion; I should first consider whether")
+    cache = DictCache()
+
+    result = ask(alice, emit=events, llm=model_router(fake_server), cache=cache)
+
+    assert result.status == "done" and "Hybrid search fuses the BM25 ranking" in result.answer
+    assert "language model failed" in result.answer and "no language model" not in result.answer
+    assert "extractive" in events.stage_end("generate")["detail"]
+    rewrite = events.stage_end("rewrite")
+    assert rewrite["detail"].startswith("fallback") and CANNED_MESSAGE not in rewrite["detail"]
+    assert QUESTION.rstrip("?") in rewrite["detail"]  # searched for what was asked
+    assert not cache  # a failed call is cached for no one
+
+    # Bob asks the same once the model answers again: he gets the model's rewrite, not a leftover.
+    docs_kb.visibility = "public"
+    docs_kb.save()
+    fake_server.default = FakeReply(text='{"query": "How does hybrid search fuse BM25 and vector rankings?"}')
+    ask(bob, emit=(later := type(events)()), llm=model_router(fake_server), cache=cache)
+    assert later.stage_end("rewrite")["detail"].startswith("llm: How does hybrid search fuse BM25")
