@@ -112,6 +112,10 @@ def notify_group(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    if _server_loop is not None and is_stop_requested():
+        # In-process, async_to_sync sends through the server's loop, which stops now: the
+        # call would wait for ever. Nobody is left listening anyway.
+        return
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:  # progress is best effort: the database holds the truth

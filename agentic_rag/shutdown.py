@@ -57,7 +57,14 @@ def at_batch_boundary() -> None:
         raise StopRequested
 
 
-def start_watchdog(grace_s: float, *, exit: Callable[[int], object] = os._exit) -> threading.Thread:
+def exit_now(code: int) -> None:
+    """End the process at once, after flushing the log handlers that os._exit would cut off."""
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def start_watchdog(grace_s: float, *, exit: Callable[[int], object] = exit_now) -> threading.Thread:
     """Exit the process after `grace_s` seconds, whatever still runs, saying what it abandons.
 
     A daemon thread, so a process that ends in time ends without waiting for it. Only
@@ -71,8 +78,6 @@ def start_watchdog(grace_s: float, *, exit: Callable[[int], object] = os._exit) 
             grace_s,
             "; ".join(describe_threads()) or "nothing (the interpreter was finishing)",
         )
-        logging.shutdown()  # flushes the handlers that os._exit would cut off
-        sys.stderr.flush()
         exit(1)
 
     watchdog = threading.Thread(target=expire, name="shutdown-watchdog", daemon=True)
