@@ -158,7 +158,14 @@ if REDIS_URL:
         }
     }
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            # With Redis down, reads miss and writes are dropped (a warning is logged): pages,
+            # login and the API still answer. Short timeouts, so a dead host costs little.
+            "BACKEND": "agentic_rag.redis_cache.FailSoftRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": envfloat("CACHE_TIMEOUT_S", "1"),
+                        "socket_timeout": envfloat("CACHE_TIMEOUT_S", "1")},
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
