@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 
 from django.conf import settings
 
@@ -86,16 +87,34 @@ def start_watchdog(grace_s: float, *, exit: Callable[[int], object] = exit_now) 
 
 
 def describe_threads() -> list[str]:
-    """Each live non-daemon thread but the caller's and the main one, with where it is."""
+    """Each live non-daemon thread that holds the exit, with where it is: its innermost frame
+    in the project's code when it has one (a view, a task), else its innermost frame."""
     frames = sys._current_frames()
     described = []
     for thread in threading.enumerate():
         if thread.daemon or thread is threading.current_thread() or thread is threading.main_thread():
             continue
         frame = frames.get(thread.ident)
-        where = f" at {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}" if frame else ""
-        described.append(f"{thread.name}{where}")
+        if frame is not None and _is_idle_pool_thread(frame):
+            continue  # the exit wakes and ends it
+        described.append(f"{thread.name}{_where(frame) if frame else ''}")
     return described
+
+
+def _is_idle_pool_thread(frame: FrameType) -> bool:
+    return frame.f_code.co_name == "_worker" and frame.f_code.co_filename.endswith("concurrent/futures/thread.py")
+
+
+def _where(innermost: FrameType) -> str:
+    frame: FrameType | None = innermost
+    while frame is not None and not _is_project_code(frame.f_code.co_filename):
+        frame = frame.f_back
+    shown = frame or innermost
+    return f" at {shown.f_code.co_filename}:{shown.f_lineno} in {shown.f_code.co_name}"
+
+
+def _is_project_code(filename: str) -> bool:
+    return filename.startswith(str(settings.BASE_DIR)) and "site-packages" not in filename
 
 
 def when_daphne_stops(callback: Callable[[], None]) -> bool:
