@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from agentic_rag.admin import ReadableRowsAdmin
+
 from .models import Conversation, CurrencyRate, DocumentProposal, Feedback, Message, Span, Trace
 
 
@@ -15,9 +17,10 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ReadableRowsAdmin):
+    owner_path = "user"
     list_display = ["title", "session_id", "user", "kb", "updated_at"]
-    list_filter = ["kb"]
+    list_filter = [("kb", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["title", "session_id", "user__username"]
     raw_id_fields = ["user", "kb"]
     readonly_fields = ["created_at", "updated_at"]
@@ -25,7 +28,8 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadableRowsAdmin):
+    owner_path = "conversation__user"
     list_display = ["id", "conversation", "role", "partial", "created_at"]
     list_filter = ["role", "partial"]
     search_fields = ["content"]
@@ -52,7 +56,8 @@ class SpanInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Trace)
-class TraceAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class TraceAdmin(ReadOnlyMixin, ReadableRowsAdmin):
+    owner_path = "user"
     list_display = ["trace_id", "user", "question", "route", "intent", "shortcut", "status", "total_ms", "created_at"]
     list_filter = ["status", "shortcut", "route"]
     search_fields = ["trace_id", "question", "user__username"]
@@ -60,7 +65,8 @@ class TraceAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Span)
-class SpanAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class SpanAdmin(ReadOnlyMixin, ReadableRowsAdmin):
+    owner_path = "trace__user"
     list_display = ["name", "kind", "trace", "start_ms", "ms", "status"]
     list_filter = ["kind", "status"]
     search_fields = ["name", "trace__trace_id"]
@@ -68,7 +74,8 @@ class SpanAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Feedback)
-class FeedbackAdmin(admin.ModelAdmin):
+class FeedbackAdmin(ReadableRowsAdmin):
+    owner_path = "user"
     list_display = ["id", "user", "is_positive", "agent_type", "query", "message", "trace", "created"]
     list_filter = ["is_positive", "agent_type"]
     search_fields = ["query", "comment", "user__username"]
@@ -84,9 +91,10 @@ class CurrencyRateAdmin(admin.ModelAdmin):
 
 
 @admin.register(DocumentProposal)
-class DocumentProposalAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class DocumentProposalAdmin(ReadOnlyMixin, ReadableRowsAdmin):
     """Rewrites proposed in document chat, with the verdict and the version an accept made."""
 
+    owner_path = "user"
     list_display = ["id", "document", "section_position", "operation", "status", "offline", "user", "created_at"]
     list_filter = ["status", "operation", "offline"]
     search_fields = ["document__name", "user__username", "change_summary"]

@@ -37,7 +37,8 @@ def _get_message_for_user(request: HttpRequest, pk: int) -> Message:
 
 
 def _get_trace_for_user(request: HttpRequest, trace_id) -> Trace:
-    traces = Trace.objects.all() if request.user.is_staff else Trace.objects.filter(user=request.user)
+    # Staff read by everyone's rule (their own traces hold another KB's evidence); superusers read all.
+    traces = Trace.objects.all() if request.user.is_superuser else Trace.objects.for_user(request.user)
     return get_object_or_404(traces.select_related("conversation"), trace_id=trace_id)
 
 

@@ -2,18 +2,23 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from agentic_rag.admin import ReadableRowsAdmin
+
 from .ingest import request_reingest
 from .models import Chunk, Document, DocumentVersion, IngestionJob, KnowledgeBase
 from .tasks import enqueue_ingestion
 
 
 @admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(admin.ModelAdmin):
+class KnowledgeBaseAdmin(ReadableRowsAdmin):
     list_display = ["slug", "name", "owner", "visibility", "content_version", "created_at"]
     list_filter = ["visibility"]
     search_fields = ["slug", "name", "description"]
     filter_horizontal = ["members"]
     readonly_fields = ["content_version", "created_at", "updated_at"]
+
+    def readable_rows(self, rows, user):
+        return rows.filter(pk__in=KnowledgeBase.objects.readable_by(user))
 
 
 class IngestionJobInline(admin.TabularInline):
@@ -42,9 +47,10 @@ class DocumentVersionInline(admin.TabularInline):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ReadableRowsAdmin):
+    kb_path = "kb"
     list_display = ["name", "kb", "status", "version", "live_version", "chunk_count", "size", "updated_at"]
-    list_filter = ["status", "kb"]
+    list_filter = ["status", ("kb", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name"]
     readonly_fields = [
         "sha256", "size", "mime", "version", "live_version", "status", "progress",
@@ -61,9 +67,10 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Chunk)
-class ChunkAdmin(admin.ModelAdmin):
+class ChunkAdmin(ReadableRowsAdmin):
+    kb_path = "kb"
     list_display = ["id", "document", "level", "index", "section_index", "section_title", "token_count"]
-    list_filter = ["level", "kb"]
+    list_filter = ["level", ("kb", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["text", "section_title", "document__name"]
     raw_id_fields = ["document", "parent"]
     readonly_fields = ["sha256", "version"]

@@ -341,7 +341,19 @@ def url_variants(route: str, name: str, world: World) -> dict[str, str]:
     return variants
 
 
-def test_bob_sees_none_of_alices_pages_and_changes_none_of_her_objects(world, bob_client):
+@pytest.fixture
+def staff_client(django_user_model) -> Client:
+    """Carol: staff (she may open the admin and the model settings), with no permission granted."""
+    carol = django_user_model.objects.create_user("carol", password="carol-password", is_staff=True)
+    client = Client()
+    client.force_login(carol)
+    return client
+
+
+@pytest.mark.parametrize("outsider", ["bob_client", "staff_client"])
+def test_bob_sees_none_of_alices_pages_and_changes_none_of_her_objects(world, outsider, request):
+    # Staff read by the same rule as everyone: being staff opens no one else's data.
+    bob_client = request.getfixturevalue(outsider)
     routes = project_routes()
     before = alice_state(world)
     # Query strings and form fields name her objects too, for the views that read them.
@@ -394,6 +406,56 @@ def test_the_admin_sends_bob_to_its_login(world, bob_client):
         response = bob_client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login")), url
         assert not leaked(response.content)
+
+
+def her_admin_objects(world: World) -> list[Any]:
+    """One of Alice's rows of each kind the admin shows, all carrying (or leading to) her markers."""
+    trace = world.answer.trace
+    return [world.kb, world.document, Chunk.objects.filter(kb=world.kb).first(), world.answer.conversation,
+            world.answer, trace, trace.spans.first(), world.team_feedback, world.proposal, world.golden_set,
+            world.question, world.run, world.entity, world.token]
+
+
+def admin_pages(world: World) -> list[str]:
+    """Every registered model's list, and the change and history pages of Alice's rows."""
+    from django.contrib import admin
+
+    pages = ["/admin/"]
+    for model in admin.site._registry:
+        pages.append(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"))
+    for row in her_admin_objects(world):
+        name = f"admin:{row._meta.app_label}_{row._meta.model_name}"
+        pages += [reverse(f"{name}_change", args=[row.pk]), reverse(f"{name}_history", args=[row.pk])]
+    return pages
+
+
+def test_staff_without_permissions_see_nothing_in_the_admin(world, staff_client):
+    for url in admin_pages(world):
+        response = staff_client.get(url, follow=True)
+        assert response.status_code in (200, 403) and not leaked(response.content), url
+        if url.endswith(("/change/", "/changelist/")) or url.count("/") == 4:  # a model's list or form
+            assert response.status_code == 403, url  # no model is theirs to view
+
+
+def test_staff_allowed_to_view_see_only_the_rows_they_may_read(world, staff_client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    carol = django_user_model.objects.get(username="carol")
+    carol.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    root = django_user_model.objects.create_superuser("root", password="root-password")
+    superuser = Client()
+    superuser.force_login(root)
+
+    pages = admin_pages(world)
+    seen_by_root = [url for url in pages if leaked(superuser.get(url).content)]
+    problems = []
+    for url in pages:
+        response = staff_client.get(url, follow=True)
+        if response.status_code != 200 or leaked(response.content):
+            problems.append(f"{url}: {response.status_code} {leaked(response.content)}")
+
+    assert not problems, "\n".join(problems)
+    assert len(seen_by_root) >= 20  # the control: a superuser sees her rows on these pages
 
 
 # --- the chat API -------------------------------------------------------------------------

@@ -235,12 +235,15 @@ def test_it_hides_other_users_traces(bob_client, answer):
     assert bob_client.get(page_urls(answer)["trace"]).status_code == 404
 
 
-def test_it_shows_any_trace_to_staff(bob, answer):
-    bob.is_staff = True
-    bob.save()
+def test_it_shows_another_users_trace_to_superusers_only(bob, answer):
     client = Client()
     client.force_login(bob)
-    assert client.get(page_urls(answer)["trace"]).status_code == 200
+    bob.is_staff = True
+    bob.save()
+    as_staff = client.get(page_urls(answer)["trace"]).status_code
+    bob.is_superuser = True
+    bob.save()
+    assert (as_staff, client.get(page_urls(answer)["trace"]).status_code) == (404, 200)
 
 
 def test_it_explains_a_refused_question_without_javascript(alice_client):
