@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test setup worker browser-test chromium messages clean
+.PHONY: run test setup worker browser-test fuzz chromium messages clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed")'
@@ -35,6 +35,17 @@ test: $(VENV)/.installed chromium
 # Playwright's event loop clashes with pytest-asyncio, so browser tests run on their own.
 browser-test: $(VENV)/.installed
 	$(PY) -m pytest browser_tests -p no:asyncio
+
+# The property tests (hypothesis) searched long with fresh seeds, run after run, for FUZZ_S
+# seconds; the first failure stops it and hypothesis prints the example to turn into a test.
+FUZZ_S ?= 1800
+FUZZ_TESTS = $(wildcard */tests/test_*properties*.py */tests/test_linear_time*.py)
+fuzz: $(VENV)/.installed
+	@end=$$(( $$(date +%s) + $(FUZZ_S) )); runs=0; \
+	while [ $$(date +%s) -lt $$end ]; do \
+	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider $(FUZZ_TESTS) || exit 1; \
+	  runs=$$((runs + 1)); echo "fuzz: run $$runs clean"; \
+	done
 
 # Browser tests drive Debian's Chromium, with a CJK font so Chinese text renders in
 # screenshots; install both when we can (root with apt).

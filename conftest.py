@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# Property tests run derandomized and bounded in `make test` and CI, so a run is repeatable
+# and quick; `make fuzz` loads the "fuzz" profile, which searches long with fresh seeds. A
+# failure fuzzing finds becomes a regular test (an @example or a plain test case).
+hypothesis_settings.register_profile(
+    "ci", max_examples=100, derandomize=True, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+hypothesis_settings.register_profile(
+    "fuzz", max_examples=20_000, derandomize=False, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)

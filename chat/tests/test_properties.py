@@ -15,7 +15,8 @@ from agentic_rag.llm.json_reply import extract_json
 from chat.routing_kb import AGENT_MODE, InvalidWorkerName, format_worker_name, parse_worker_name
 from chat.tools.calculator import CalculatorError, evaluate
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# At least 300 examples; more under `make fuzz` (its profile sets the default).
+FAST = settings(max_examples=max(300, settings.default.max_examples), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from knowledge.parsing import parse_document
 from knowledge.parsing.document import ParseError
 
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# At least 200 examples; more under `make fuzz` (its profile sets the default).
+FAST = settings(max_examples=max(200, settings.default.max_examples), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST
