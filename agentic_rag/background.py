@@ -103,7 +103,7 @@ def postpone(task: Task, args: tuple[Any, ...]) -> None:
     start resumes the work from what the database says is unfinished.
     """
     if not task.request.is_eager:
-        raise Reject(f"{task.name}{args!r}: the worker is shutting down", requeue=True)
+        raise Reject(f"{task.name}{args!r}: the worker is shutting down", requeue=True) from None
     log.info("%s%r stopped for shutdown; the next start resumes it", task.name, args)
 
 
