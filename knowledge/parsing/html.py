@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from django.conf import settings
+
 from .decoding import decode_text
-from .document import Block
+from .document import Block, ParseError
 from .headings import markup_heading
 from .text import flush_paragraph
 
@@ -22,8 +24,12 @@ _HTML_BLOCKS = frozenset(
 class _HtmlReader(HTMLParser):
     """Collect headings, paragraphs, list items and table rows in document order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_elements: int) -> None:
         super().__init__(convert_charrefs=True)
+        # Work grows with the tags, not the bytes: "<p>" is three bytes, so the file size
+        # alone lets through millions of elements.
+        self.elements_left = max_elements
+        self.max_elements = max_elements
         self.blocks: list[Block] = []
         self.text: list[str] = []
         self.skip_depth = 0
@@ -33,6 +39,9 @@ class _HtmlReader(HTMLParser):
         self.tables: list[_HtmlTable] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements_left -= 1
+        if self.elements_left < 0:
+            raise ParseError(f"the HTML has more than {self.max_elements:,} elements, over the limit; split it")
         if tag in _HTML_SKIP:
             self.skip_depth += 1
         elif tag == "br":
@@ -139,7 +148,7 @@ class _HtmlTable:
 
 
 def read_html(data: bytes) -> list[Block]:
-    reader = _HtmlReader()
+    reader = _HtmlReader(max_elements=settings.HTML_MAX_ELEMENTS)
     reader.feed(decode_text(data))
     reader.close()
     return reader.blocks

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import re
 
+from django.conf import settings
+
 from .document import Block, ParseError
 from .text import text_blocks, text_heading
 
@@ -12,8 +14,6 @@ _PAGE_NUMBER = re.compile(
     r"^\s*(?:[-–—]\s*\d{1,4}\s*[-–—]|\d{1,4}|第\s*\d+\s*页.*|\d+\s*/\s*\d+)\s*$"
 )
 _PARAGRAPH_END = tuple("。！？!?；:：")
-# Reading text takes time per page: a PDF longer than this is refused before any is read.
-MAX_PAGES = 2000
 
 
 def read_pdf(data: bytes) -> list[Block]:
@@ -24,8 +24,9 @@ def read_pdf(data: bytes) -> list[Block]:
         count = len(reader.pages)
     except Exception as error:  # same reason as in _open_pdf
         raise ParseError("not a valid PDF (its page list is damaged)") from error
-    if count > MAX_PAGES:
-        raise ParseError(f"the PDF has {count:,} pages, over the limit of {MAX_PAGES:,}; split it")
+    # Reading text takes time per page: a PDF longer than the limit is refused before any is read.
+    if count > settings.PDF_MAX_PAGES:
+        raise ParseError(f"the PDF has {count:,} pages, over the limit of {settings.PDF_MAX_PAGES:,}; split it")
     pages = _pdf_page_texts(reader)
     if not "".join(pages).strip():
         raise ParseError("the PDF has no extractable text (scanned images?)")
