@@ -201,7 +201,7 @@ UPGRADE_LOCK_S = envint("UPGRADE_LOCK_S", "300")
 # boundary and resumes on the next start; a process that a stuck request thread still holds
 # SHUTDOWN_GRACE_S later exits by force, before the SIGKILL of a container stop (docker waits
 # 10 s by default) can land in the middle of a write.
-SHUTDOWN_GRACE_S = envfloat("SHUTDOWN_GRACE_S", "6")
+SHUTDOWN_GRACE_S = envfloat("SHUTDOWN_GRACE_S", "5")
 # Test-only: pause this long at each batch boundary of background work, so a test can stop
 # a server while work is half done. Leave it 0.
 BACKGROUND_BATCH_DELAY_S = envfloat("BACKGROUND_BATCH_DELAY_S", "0")
