@@ -86,6 +86,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that the time of every other middleware counts (REQUEST_WARN_S).
+    "agentic_rag.watchdog.request_watchdog_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -271,6 +273,9 @@ DOCX_MAX_TABLE_CELLS = envint("DOCX_MAX_TABLE_CELLS", "200000")
 DOCX_MAX_ELEMENTS = envint("DOCX_MAX_ELEMENTS", "1000000")
 PDF_MAX_PAGES = envint("PDF_MAX_PAGES", "2000")
 HTML_MAX_ELEMENTS = envint("HTML_MAX_ELEMENTS", "200000")
+# Requests still running after this many seconds are logged with their trace id and path
+# (agentic_rag.watchdog), once while they run and once when they end.
+REQUEST_WARN_S = envfloat("REQUEST_WARN_S", "5")
 
 # Chunking (knowledge.chunking.ChunkingParams).
 CHUNK_CHILD_TARGET_ZH = envint("CHUNK_CHILD_TARGET_ZH", "300")
