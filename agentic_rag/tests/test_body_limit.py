@@ -198,3 +198,18 @@ async def test_the_served_application_refuses_an_oversized_api_body_unread():
 
     assert status == 413 and source.pulled == 0
     assert json.loads(body)["error"]["code"] == "body_too_large"
+
+
+def test_daphne_no_longer_parses_form_bodies_itself():
+    import inspect
+
+    from daphne.http_protocol import WebRequest
+    from twisted.web import http
+
+    BodyLimitMiddleware(echo_length_app)
+    request = WebRequest.__new__(WebRequest)
+    request._parsePOSTFormSubmission = True  # what Twisted's Request.__init__ writes
+
+    assert request._parsePOSTFormSubmission is False
+    # The flag is still the one Twisted's parse reads (a rename would bring the parse back).
+    assert "self._parsePOSTFormSubmission" in inspect.getsource(http.Request.requestReceived)
