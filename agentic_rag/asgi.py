@@ -18,6 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from agentic_rag.background import dispatch, remember_server_loop, stop_background_work  # noqa: E402
+from agentic_rag.body_limit import BodyLimitMiddleware  # noqa: E402
 from agentic_rag.locale import LocaleMiddleware  # noqa: E402
 from agentic_rag.shutdown import start_watchdog, when_daphne_stops  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
@@ -27,7 +28,7 @@ from knowledge.tasks import resume_embedding_upgrades, resume_interrupted_ingest
 
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimitMiddleware(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(
                 LocaleMiddleware(URLRouter([*knowledge_websockets, *chat_websockets]))
