@@ -253,6 +253,8 @@ MAX_SECTION_EDIT_CHARS = envint("MAX_SECTION_EDIT_CHARS", "20000")  # document c
 # A document page renders about this many characters of text and pages through the rest, so
 # its work is bounded whatever the document's size.
 DOCUMENT_PAGE_CHARS = envint("DOCUMENT_PAGE_CHARS", "60000")
+DOCUMENT_PAGE_PARENTS = envint("DOCUMENT_PAGE_PARENTS", "100")
+DOCUMENT_OUTLINE_ITEMS = envint("DOCUMENT_OUTLINE_ITEMS", "300")  # past it: this page's sections and the chapters
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = None
 # Request bodies (agentic_rag.body_limit) are refused with a 413 before Django reads them. The

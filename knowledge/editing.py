@@ -74,6 +74,18 @@ class _Body:
         return self.core.removesuffix(_line_break(self.core))
 
 
+def outline_window(sections: list[EditableSection], selected: int, limit: int) -> list[EditableSection]:
+    """At most `limit` sections for an outline: all when they fit, else those around the
+    selected one and, in the room left, the chapters, in document order."""
+    if len(sections) <= limit:
+        return sections
+    first = max(0, min(selected - limit // 2, len(sections) - limit // 2 * 2))
+    near = set(range(first, first + limit // 2 * 2))
+    chapters = [s.position for s in sections if s.level <= 1 and s.position not in near]
+    kept = sorted(near | set(chapters[: limit - len(near)]))
+    return [sections[position] for position in kept]
+
+
 def is_editable(document: Document) -> bool:
     return _extension(document.name) in EDITABLE_EXTENSIONS
 

@@ -49,18 +49,19 @@ class OutlineItem:
     page: int  # 1-based
 
 
-def page_numbers(sizes: Sequence[int], budget: int) -> list[int]:
-    """The page (from 1) of each parent when parents of these sizes fill pages of `budget` characters.
+def page_numbers(sizes: Sequence[int], budget: int, max_parents: int) -> list[int]:
+    """The page (from 1) of each parent when parents of these sizes fill pages of `budget`
+    characters and at most `max_parents` parents.
 
     Every page holds at least one parent, so a page is at most one parent over the budget,
     and a parent is at most CHUNK_PARENT_MAX_CHARS: a page's work is bounded whatever the
-    document's size.
+    document's size, and whatever its number of tiny sections.
     """
-    pages, page, used = [], 1, 0
+    pages, page, used, count = [], 1, 0, 0
     for size in sizes:
-        if used and used + size > budget:
-            page, used = page + 1, 0
-        used += size
+        if count and (used + size > budget or count == max_parents):
+            page, used, count = page + 1, 0, 0
+        used, count = used + size, count + 1
         pages.append(page)
     return pages
 
@@ -75,6 +76,17 @@ def outline_items(parents: Sequence[Chunk], pages: Sequence[int]) -> list[Outlin
             items.append(OutlineItem(parent.pk, parent.section_index, parent.section_title, _level(parent), page))
         previous = heading
     return items
+
+
+def visible_outline(items: Sequence[OutlineItem], page: int, limit: int) -> list[OutlineItem]:
+    """At most `limit` outline items: all of them when they fit, else the current page's and,
+    in the room left, the chapters on other pages, in document order."""
+    if len(items) <= limit:
+        return list(items)
+    on_page = [position for position, item in enumerate(items) if item.page == page][:limit]
+    chapters = [position for position, item in enumerate(items) if item.level == 1 and item.page != page]
+    kept = sorted([*on_page, *chapters[: limit - len(on_page)]])
+    return [items[position] for position in kept]
 
 
 def readable_sections(parents: Iterable[Chunk]) -> list[ReadableSection]:

@@ -30,7 +30,7 @@ from .ingest import (
 from .models import Chunk, Document, DocumentStatus, DocumentVersion, KnowledgeBase
 from .parsing import SUPPORTED_EXTENSIONS
 from .progress import background_indexing
-from .reading import OutlineItem, outline_items, page_numbers, readable_sections
+from .reading import OutlineItem, outline_items, page_numbers, readable_sections, visible_outline
 from .tasks import enqueue_ingestion
 
 DETAIL = "knowledge/kb_detail.html"
@@ -206,27 +206,29 @@ class _DocumentPage:
     number: int  # 1-based
     count: int
     parents: list[Chunk]  # this page's parents, their children prefetched in order
-    outline: list[OutlineItem]  # the whole document's, each item with its page
+    outline: list[OutlineItem]  # the document's sections, each with its page (bounded: visible_outline)
 
 
 def _document_page(document: Document, query: QueryDict) -> _DocumentPage:
     """The page of the document that `?chunk=<id>` (a citation) or `?page=<n>` asks for.
 
-    A page holds about DOCUMENT_PAGE_CHARS of text, so a request's work is bounded by that,
-    not by the document's size; the outline lists every section and its page.
+    A page holds about DOCUMENT_PAGE_CHARS of text in at most DOCUMENT_PAGE_PARENTS parents,
+    so a request's work is bounded by those,
+    not by the document's size; the outline lists the sections and their pages.
     """
     heads = list(
         Chunk.objects.live().parents().filter(document=document).order_by("index")
         .only("pk", "section_index", "section_title", "chapter_level_1", "chapter_level_2")
         .annotate(chars=Length("text"))
     )
-    pages = page_numbers([head.chars for head in heads], settings.DOCUMENT_PAGE_CHARS)
+    pages = page_numbers([head.chars for head in heads], settings.DOCUMENT_PAGE_CHARS, settings.DOCUMENT_PAGE_PARENTS)
     count = pages[-1] if pages else 1
     number = _page_asked(query, document, dict(zip((head.pk for head in heads), pages)), count)
     children = Prefetch("children", queryset=Chunk.objects.order_by("index"))
     on_page = [head.pk for head, page in zip(heads, pages) if page == number]
     parents = list(Chunk.objects.filter(pk__in=on_page).order_by("index").prefetch_related(children))
-    return _DocumentPage(number, count, parents, outline_items(heads, pages))
+    outline = visible_outline(outline_items(heads, pages), number, settings.DOCUMENT_OUTLINE_ITEMS)
+    return _DocumentPage(number, count, parents, outline)
 
 
 def _page_asked(query: QueryDict, document: Document, page_of_parent: dict[int, int], count: int) -> int:

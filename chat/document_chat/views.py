@@ -23,7 +23,7 @@ from agentic_rag.llm import get_llm
 from agentic_rag.ratelimit import check_rate, session_of
 from chat.models import DocumentChatTurn, DocumentProposal
 from chat.pipeline.state import language_of
-from knowledge.editing import EditableSection, document_sections, is_editable
+from knowledge.editing import EditableSection, document_sections, is_editable, outline_window
 from knowledge.models import Document
 
 from .diff import word_diff
@@ -78,8 +78,11 @@ def document_editor(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "document": document,
         "kb": document.kb,
-        "sections": sections,
+        "sections": outline_window(sections, selected.position, settings.DOCUMENT_OUTLINE_ITEMS),
+        "section_count": len(sections),
         "selected": selected,
+        # A section as long as a whole document (one with no headings) is shown in part.
+        "shown_chars": settings.DOCUMENT_PAGE_CHARS,
         "conversation_id": conversation_id,
         "turns": [_turn_view(turn) for turn in turns],
         "can_write": document.kb.is_writable_by(request.user),

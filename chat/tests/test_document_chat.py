@@ -505,6 +505,20 @@ def test_the_editor_shows_the_outline_the_section_and_the_assistant(alice_client
     assert 'id="doc-ask"' in page
 
 
+def test_the_editor_shows_a_long_section_in_part_and_a_long_outline_around_the_selection(alice_client, kb, settings):
+    headings = "".join(f"## Part {n}\n\nBody {n}.\n\n" for n in range(1, 41))
+    document = _ingest(kb, "long.md", f"# Long\n\n{'word ' * 400}\n\n{headings}")
+    settings.DOCUMENT_PAGE_CHARS, settings.DOCUMENT_OUTLINE_ITEMS = 100, 10
+
+    first = alice_client.get(reverse("document-editor", args=[document.pk])).content.decode()
+    later = alice_client.get(reverse("document-editor", args=[document.pk]) + "?section=30")
+
+    assert "data-section-cut" in first and first.count("word ") < 30
+    shown = [section.position for section in later.context["sections"]]
+    assert len(shown) == 10 and 30 in shown and shown == sorted(shown)
+    assert "Part 29" in later.content.decode() and "Part 2\n" not in later.content.decode()
+
+
 def test_the_editor_asks_and_accepts_without_javascript(alice_client, guide):
     url = reverse("document-assist", args=[guide.pk])
     response = alice_client.post(url, {"message": "Condense this section", "section": "1", "conversation_id": "abc"})

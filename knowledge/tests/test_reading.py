@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from knowledge.models import Chunk
-from knowledge.reading import _pieces, page_numbers, readable_sections, text_blocks
+from knowledge.reading import OutlineItem, _pieces, page_numbers, readable_sections, text_blocks, visible_outline
 
 
 def test_it_reads_paragraphs_lists_tables_and_code():
@@ -61,6 +61,18 @@ def test_a_paragraph_stops_where_a_table_starts():
 
 
 def test_pages_fill_to_the_budget_and_hold_at_least_one_parent():
-    assert page_numbers([], 100) == []
-    assert page_numbers([40, 40, 40, 250, 10], 100) == [1, 1, 2, 3, 4]
-    assert page_numbers([100, 1], 100) == [1, 2]
+    assert page_numbers([], 100, 10) == []
+    assert page_numbers([40, 40, 40, 250, 10], 100, 10) == [1, 1, 2, 3, 4]
+    assert page_numbers([100, 1], 100, 10) == [1, 2]
+    assert page_numbers([1] * 5, 100, 2) == [1, 1, 2, 2, 3]  # tiny sections: a page holds at most 2
+
+
+def test_a_long_outline_keeps_this_pages_sections_and_the_chapters():
+    items = [OutlineItem(pk, str(pk), f"s{pk}", 1 if pk % 10 == 0 else 2, 1 + pk // 50) for pk in range(200)]
+
+    assert visible_outline(items, 1, 500) == items
+    shown = visible_outline(items, 2, 60)
+    assert [i.parent_id for i in shown] == sorted(i.parent_id for i in shown)  # document order
+    assert {i.parent_id for i in shown if i.page == 2} == set(range(50, 100))
+    assert {i.parent_id for i in shown if i.page != 2} == {0, 10, 20, 30, 40, 100, 110, 120, 130, 140}
+    assert len(visible_outline(items, 2, 20)) == 20
