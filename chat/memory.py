@@ -28,7 +28,8 @@ from .models import Conversation, ConversationSummary, MemoryEntry, Message, Rol
 logger = logging.getLogger("chat.memory")
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
-_CITATION = re.compile(r"\s*\[\d+\]")
+# Not from inside a run of spaces: from each of its characters "\s*" would read the run again.
+_CITATION = re.compile(r"(?:(?<!\s)|(?!\s))\s*+\[\d+\]")
 SUMMARY_CHARS = 4000
 SUMMARY_PROMPT = (
     "Summarise the earlier part of this conversation in a few sentences, in its language, "

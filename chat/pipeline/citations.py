@@ -29,7 +29,8 @@ _ENTITIES = {"&quot;": '"', "&apos;": "'"}
 _MARK = re.compile(
     r"<cite\b(?P<attrs>[^>]*)>(?P<inner>.*?)</cite>|\[(?P<ns>\d{1,3}(?:\s*[,，]\s*\d{1,3})*)\]", re.DOTALL
 )
-_ATTRIBUTE = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+# A name from its first character: from each character of a long name it would be read again.
+_ATTRIBUTE = re.compile(r"""(?<![\w-])([\w-]++)\s*+=\s*+(?:"([^"]*)"|'([^']*)')""")
 _LIST_MARK = re.compile(r"^\s*(?:[-*•>]+|\d+[.)、])\s+")
 _EDGE_PUNCT = " \t\r\n.。!！?？;；:：,，、\"'“”‘’()（）*_`"
 

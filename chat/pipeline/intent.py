@@ -92,7 +92,9 @@ _GREETING_PREFIX = re.compile(
 )
 # Courtesy before a system clause ("请问你是谁", "please help me") changes nothing it asks.
 _POLITE_PREFIX = re.compile(r"^(?:请问|请|麻烦|please|so|um+|well)[\s,，]*", re.IGNORECASE)
-_TRAILING = re.compile(r"[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
+# Only a run's first character may start it: else each character of a run of spaces or
+# commas inside a message would read to the run's end, quadratic in the run.
+_TRAILING = re.compile(r"(?<![\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（])[\s,，.。!！?？~～啊呀呢吧哈嘛:：)）(（]+$")
 
 # Tool keywords; only tools the channel offers are matched. Whole expressions
 # reach the calculator through its own extractor; the operators here find one inside words
@@ -105,7 +107,9 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
         "sales": r"销售|营业额|\bsales\b|\brevenue\b|\bQ[1-4]\b",
         "ticket": r"工单|\btickets?\b|\bTKT-\d+",
         "calculator": (
-            r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|\d+(?:\.\d+)?\s*[+*×÷^%]\s*\d+|\d\s*%\s*of\s*\d|"
+            # A number from its first digit, taken whole: from every digit of a long run it
+            # would read to the run's end again.
+            r"计算|算一下|等于多少|\bcalculate\b|\bcompute\b|(?<!\d)\d++(?:\.\d++)?+\s*+[+*×÷^%]\s*+\d+|\d\s*%\s*of\s*\d|"
             r"\d\s*的\s*\d+(?:\.\d+)?\s*(?:%|次方)|\d\s*(?:加上?|减去?|乘以?|除以)\s*\d|"
             r"\d\s*(?:times|plus|minus|divided by|multiplied by|to the power of)\s*\d"
         ),
@@ -139,7 +143,9 @@ LIVE_ONLY: dict[str, re.Pattern[str]] = {
         re.IGNORECASE,
     ),
     "weather": re.compile(
-        r"天气|今天|明天|后天|现在|当前|本周|下雨|下雪|[\u4e00-\u9fff]{2,}(?:市|的)?(?:气温|温度)|\b(?:weather|forecast|today|"
+        # A run of Chinese is tried from its first character only (the rest match no more).
+        r"天气|今天|明天|后天|现在|当前|本周|下雨|下雪|(?<![\u4e00-\u9fff])[\u4e00-\u9fff]{2,}(?:市|的)?(?:气温|温度)|"
+        r"\b(?:weather|forecast|today|"
         r"tomorrow|tonight|now|current(?:ly)?|outside|this week)\b|(?-i:\bin [A-Z][a-z]+)",
         re.IGNORECASE,
     ),

@@ -51,8 +51,11 @@ _FILLER_PREFIXES = re.compile(
     r"i (?:want|would like|'d like) to know\s*|i(?: was)? wonder(?:ing)?\s*|please\s+)+",
     re.IGNORECASE,
 )
-_FILLER_ANYWHERE = re.compile(r"一下|\bplease\b,?\s*|,?\s*\bthanks?\b(?: you)?", re.IGNORECASE)
-_FILLER_SUFFIX = re.compile(r"[\s,，]*(?:啊|呀|吧|哈|嘛|呗)(?=[?？!！。.]*$)")
+# A run of spaces (or of 。，) is read from its first character only: "(?<!…)|(?!…)" refuses
+# to start inside one, where a try from each character would read to the run's end again.
+# The run's first character starts the same match, so what matches is unchanged.
+_FILLER_ANYWHERE = re.compile(r"一下|\bplease\b,?\s*|,?(?:(?<!\s)|(?!\s))\s*+\bthanks?\b(?: you)?", re.IGNORECASE)
+_FILLER_SUFFIX = re.compile(r"(?:(?<![\s,，])|(?![\s,，]))[\s,，]*+(?:啊|呀|吧|哈|嘛|呗)(?=[?？!！。.]*$)")
 
 
 def strip_fillers(message: str) -> str:
@@ -86,7 +89,7 @@ _TOPIC_PATTERNS = tuple(
         r"^(?P<t>[^的它这那，,。？?\s][^的，,。？?]{1,11})的",
     )
 )
-_TRAILING_PUNCT = re.compile(r"[\s?？!！.。]+$")
+_TRAILING_PUNCT = re.compile(r"(?<![\s?？!！.。])[\s?？!！.。]+$")  # from a run's start only (above)
 _PRONOUN_EN = re.compile(r"\b(?:it|they|them)\b(?!')", re.IGNORECASE)
 _POSSESSIVE_EN = re.compile(r"\b(?:its|their)\b", re.IGNORECASE)
 _DEMONSTRATIVE_EN = re.compile(

@@ -177,6 +177,9 @@ _GREETING = re.compile(
     r"^\s*(?:(?:hi|hello|hey)(?: there)?|good (?:morning|afternoon|evening)|你好|您好|嗨|哈喽)[\s,，!！.。~:：-]+",
     re.IGNORECASE,
 )
+# Only a run's first character may start the trailing run, so a run of spaces inside the
+# message is read once, not once from each of its characters.
+_TRAILING = re.compile(r"(?<![?？!！。:：\s])[?？!！。:：\s]+$")
 _EXPRESSION = re.compile(r"^[\d\s.+\-*/%()a-z_,]+$", re.IGNORECASE)
 _OPERATION = re.compile(
     r"(?:\d|\)|\b(?:" + "|".join(CONSTANTS) + r")\b)\s*(?:\*\*|[-+*/%])\s*[\d(a-z]|\b(?:"
@@ -185,16 +188,20 @@ _OPERATION = re.compile(
 )
 
 
-_NUMBER = r"(\d+(?:\.\d+)?)"
+# A number starts where no digit precedes it, and is taken whole (what follows one is never a
+# digit or a dot-and-digits): otherwise every digit of a long run starts a try that reads to
+# the run's end, quadratic in the run, with the GIL held.
+_NUMBER = r"(?<!\d)(\d++(?:\.\d++)?+)"
 # Arithmetic said in words ("15% of 200", "2的10次方", "3 乘以 4"), written as operators.
 SPOKEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), replacement)
     for pattern, replacement in (
-        (rf"{_NUMBER}\s*%\s*of\s*{_NUMBER}", r"(\1/100*\2)"),
-        (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*%", r"(\2/100*\1)"),
-        (rf"{_NUMBER}\s*的\s*{_NUMBER}\s*次方", r"\1**\2"),
-        (rf"{_NUMBER}\s*的?\s*平方|{_NUMBER}\s*squared\b", r"\1\2**2"),
-        (rf"{_NUMBER}\s*的?\s*立方|{_NUMBER}\s*cubed\b", r"\1\2**3"),
+        (rf"{_NUMBER}\s*+%\s*+of\s*+{_NUMBER}", r"(\1/100*\2)"),
+        (rf"{_NUMBER}\s*+的\s*+{_NUMBER}\s*+%", r"(\2/100*\1)"),
+        (rf"{_NUMBER}\s*+的\s*+{_NUMBER}\s*+次方", r"\1**\2"),
+        # Not "\s*的?\s*": two runs of spaces side by side split a long run every way there is.
+        (rf"{_NUMBER}\s*+(?:的\s*+)?平方|{_NUMBER}\s*+squared\b", r"\1\2**2"),
+        (rf"{_NUMBER}\s*+(?:的\s*+)?立方|{_NUMBER}\s*+cubed\b", r"\1\2**3"),
         (r"\bto the power of\b", "**"), (r"\b(?:times|multiplied by)\b|乘以|乘", "*"),
         (r"\bdivided by\b|除以", "/"), (r"\bplus\b|加上|加", "+"), (r"\bminus\b|减去|减", "-"),
     )
@@ -208,12 +215,12 @@ def extract(message: str) -> dict[str, Any] | None:
     for pattern, replacement in SPOKEN:
         text = pattern.sub(replacement, text)
     text = _KEYWORDS.sub(" ", text)
-    text = re.sub(r"[?？!！。:：\s]+$", "", text).strip().rstrip(".")
+    text = _TRAILING.sub("", text).strip().rstrip(".")
     if not text or not _EXPRESSION.match(text) or not _OPERATION.search(text):
         return None
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):  # "1+1+…" of a few thousand terms is too deep
         return None
     return {"expression": " ".join(text.split())} if _is_arithmetic(tree) else None
 

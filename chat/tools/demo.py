@@ -41,7 +41,8 @@ def handle_weather(parameters: dict[str, Any]) -> str:
 
 # --- sales -----------------------------------------------------------------------------------
 
-_QUARTER = re.compile(r"\b(20\d\d)?\s*-?\s*Q([1-4])\b|第([一二三四1-4])季度", re.IGNORECASE)
+# "\s*(?:-\s*)?", not "\s*-?\s*": two runs of spaces side by side split a long run every way.
+_QUARTER = re.compile(r"\b(20\d\d)?\s*+(?:-\s*+)?Q([1-4])\b|第([一二三四1-4])季度", re.IGNORECASE)
 _ZH_DIGITS = {"一": "1", "二": "2", "三": "3", "四": "4"}
 
 

@@ -24,7 +24,9 @@ from chat.pipeline.tools import Tool, ToolRegistry
 logger = logging.getLogger(__name__)
 
 LIST_TIMEOUT_S = 20.0
-_PAIR = re.compile(r"(\w+)=(\"[^\"]*\"|'[^']*'|\S+)")
+# A key from its first character: tried from each character of a long word, "\w+" would read
+# to the word's end again each time.
+_PAIR = re.compile(r"(?<!\w)(\w++)=(\"[^\"]*\"|'[^']*'|\S+)")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,60 @@
+"""What the linear-time property tests share: their hypothesis settings, long adversarial texts
+and a CPU-time check.
+
+The tests run few examples from a fixed seed, so CI stays fast and repeatable. `make fuzz`
+runs them long and random: `pytest -p agentic_rag.tests.linear_time_support
+--hypothesis-profile=fuzz <the test_linear_time files>`. `-p` imports this module before
+pytest reads `--hypothesis-profile`, so the "fuzz" profile is registered in time, and a test
+module imported afterwards sees it loaded and takes its settings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+_QUIET = {
+    "deadline": None,  # each test times its own calls, in CPU time, with a bound for the input
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+}
+settings.register_profile("linear-time", max_examples=25, derandomize=True, print_blob=True, **_QUIET)
+settings.register_profile("fuzz", max_examples=2000, **_QUIET)
+
+
+def linear_time_settings(max_examples: int | None = None) -> settings:
+    """The "fuzz" profile when it is loaded, else the fixed-seed one (with max_examples if given)."""
+    if settings.get_current_profile_name() == "fuzz":
+        return settings.get_profile("fuzz")
+    chosen = settings.get_profile("linear-time")
+    return chosen if max_examples is None else settings(chosen, max_examples=max_examples)
+
+
+MESSAGE_CHARS = 4000  # the chat's CHAT_MAX_MESSAGE_CHARS default
+DOCUMENT_CHARS = 100_000
+
+# Characters that patterns repeat: digits, letters, spaces, Markdown marks, brackets, quotes,
+# CJK text and punctuation, and the few pieces a pattern opens with ("**", "](", "<cite").
+CHARACTERS = tuple("9aZ _\n\t|`*中文.-#()（），。、_<>\"'=/[]《》!?！？%:：,;~+^×éſ")
+PIECES = ("**", "__", "](", "1.", "9 ", "a ", "的", "- ", "| ", "```", "<cite", "[1]", "→", "Stage ", "和", "vs")
+units = st.lists(st.sampled_from(CHARACTERS + PIECES), min_size=1, max_size=3).map("".join)
+
+
+@st.composite
+def long_texts(draw: Any, size: int) -> str:
+    """A text of `size` characters made of one to three long runs (a piece repeated), with a
+    short text around each: the shape that makes a backtracking pattern retry a run."""
+    runs = draw(st.lists(st.tuples(st.text(max_size=3), units), min_size=1, max_size=3))
+    share = size // len(runs)
+    text = "".join(head + unit * (share // len(unit) + 1) for head, unit in runs)[:size - 3]
+    return text + draw(st.text(alphabet=st.sampled_from(CHARACTERS), max_size=3))
+
+
+def cpu_seconds(function: Callable[[str], Any], text: str) -> tuple[Any, float]:
+    """function(text) and the CPU time it took (time.process_time: other processes do not count)."""
+    started = time.process_time()
+    result = function(text)
+    return result, time.process_time() - started
