@@ -266,6 +266,9 @@ MAX_REQUEST_BODY_BYTES = MAX_REQUEST_BODY_MB * 1024 * 1024
 UPLOAD_URL_NAMES = frozenset({"knowledge-upload", "evaluation-set-import"})
 # Every other route: Django's default for a body that is not files, now enforced up front.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(2_621_440))
+# JSON bodies and websocket frames nested deeper than this are refused before parsing
+# (agentic_rag.input_hygiene): json.loads recurses once per level.
+JSON_MAX_DEPTH = envint("JSON_MAX_DEPTH", "32")
 # Parsers (knowledge.parsing): bounds on the work one uploaded file can ask for, generous for
 # real documents. A .docx's XML parts are inflated in bounded reads up to DOCX_MAX_EXPANDED_MB
 # whatever the archive declares; its images and embedded files are never inflated.

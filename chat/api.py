@@ -7,18 +7,17 @@ exist and one the caller may not read are the same 404.
 
 from __future__ import annotations
 
-import json
-
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_POST
 
 from agentic_rag.auth import api_auth, api_error
+from agentic_rag.input_hygiene import BadInput, check_types, request_data
 from agentic_rag.ratelimit import rate_limited
 
 from .adapters import asse_stream, collect, sse_stream
 from .feedback import record_feedback
-from .forms import AskForm, FeedbackApiForm, chat_request
+from .forms import ASK_FIELD_TYPES, FEEDBACK_FIELD_TYPES, AskForm, FeedbackApiForm, chat_request
 from .models import Message
 from .pipeline import ChatRefused, aiter_chat, iter_chat
 
@@ -29,16 +28,10 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def _ask_form(request: HttpRequest) -> AskForm | JsonResponse:
     """Parse the body into a valid AskForm, or return the error response to send."""
-    if request.content_type == "application/json":
-        try:
-            data = json.loads(request.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            return api_error(400, "The body is not valid JSON.", "bad_json")
-        if not isinstance(data, dict):
-            return api_error(400, 'Send a JSON object: {"message": "..."}.', "bad_json")
-    else:
-        data = request.POST
-    form = AskForm({k: v for k, v in data.items() if isinstance(v, str)}, user=request.user)
+    data = json_body(request, ASK_FIELD_TYPES)
+    if isinstance(data, JsonResponse):
+        return data
+    form = AskForm(data, user=request.user)
     if form.is_valid():
         return form
     if form.has_unknown_kb():
@@ -84,21 +77,22 @@ def chat_stream(request: HttpRequest) -> HttpResponse:
     return StreamingHttpResponse(content, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def json_body(request: HttpRequest) -> dict | JsonResponse:
-    if request.content_type != "application/json":
-        return request.POST.dict()
+def json_body(request: HttpRequest, types: dict[str, type | tuple[type, ...]]) -> dict | JsonResponse:
+    """Return the request's fields, checked and of the given types, or the 400 to send."""
     try:
-        data = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        return api_error(400, "The body is not valid JSON.", "bad_json")
-    return data if isinstance(data, dict) else api_error(400, "Send a JSON object.", "bad_json")
+        data = request_data(request)
+        if request.content_type == "application/json":  # form fields are all strings
+            check_types(data, types)
+    except BadInput as error:
+        return api_error(400, str(error), error.code)
+    return data
 
 
 @api_auth
 @require_POST
 def feedback(request: HttpRequest) -> HttpResponse:
     """Record a verdict on one of the caller's answers: `{message_id, is_positive, comment?, …}`."""
-    data = json_body(request)
+    data = json_body(request, FEEDBACK_FIELD_TYPES)
     if isinstance(data, JsonResponse):
         return data
     form = FeedbackApiForm(data)

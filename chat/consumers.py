@@ -6,7 +6,6 @@ stored one."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 
@@ -17,13 +16,14 @@ from django.utils.html import escape
 from django.utils.translation import gettext_lazy
 
 from agentic_rag.db_threads import database_sync_to_async
+from agentic_rag.input_hygiene import BadInput, check_types, loads_frame
 from agentic_rag.ratelimit import Decision, check_rate
 
 from .adapters import error_event
 from .cards import StageCard, card_ended, card_started, cards_by_id, stage_lanes
 from .events import PipelineEvent
 from .evidence import evidence_items, fold_agent_step, message_evidence
-from .forms import AskForm, chat_request
+from .forms import ASK_FIELD_TYPES, AskForm, chat_request
 from .models import Conversation, Message
 from .pipeline import ChatRefused, aiter_chat, export_graph
 
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 PAGE = "chat/chat.html"
 SIDEBAR_SIZE = 50
 BUSY = gettext_lazy("Still answering the last question.")
+FRAME_FIELD_TYPES = {**ASK_FIELD_TYPES, "action": str}
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -51,7 +52,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.run.cancel()  # the pipeline stores the partial answer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        data = _json_object(text_data)
+        try:
+            data = _frame_data(text_data)
+        except BadInput as error:  # refused before anything is shown or stored
+            await self.send(text_data=_render("toast", {"text": str(error)}))
+            return
         if data.get("action") == "stop":
             await self._stop()
             return
@@ -190,27 +195,24 @@ def _check_rate(user, session) -> Decision:
     return check_rate(user.pk, getattr(session, "session_key", "") or "")
 
 
-def _json_object(text_data: str | None) -> dict:
-    """The websocket message as a JSON object; {} when it is not one."""
-    try:
-        data = json.loads(text_data or "{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+def _frame_data(text_data: str | None) -> dict:
+    """The websocket message as the chat form's data, or BadInput saying what is wrong with it."""
+    data = loads_frame(text_data)
+    check_types(data, FRAME_FIELD_TYPES)
+    return data
 
 
 def _question_in(data: dict) -> str:
     """The message of a chat form's data, when it is one that could be asked; else ""."""
-    message = data.get("message")
-    if not isinstance(message, str) or len(message) > settings.CHAT_MAX_MESSAGE_CHARS:
+    message = data.get("message") or ""
+    if len(message) > settings.CHAT_MAX_MESSAGE_CHARS:
         return ""
     return message.strip()
 
 
 @database_sync_to_async
 def _parse(data: dict, user) -> AskForm:
-    fields = {k: v for k, v in data.items() if isinstance(v, str)}
-    form = AskForm(fields, user=user)
+    form = AskForm(data, user=user)
     form.is_valid()  # runs the KB query here, off the event loop
     return form
 

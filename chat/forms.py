@@ -126,6 +126,14 @@ class FeedbackApiForm(forms.Form):
         return next(iter(e for errors in self.errors.values() for e in errors), gettext("Invalid input."))
 
 
+# The JSON type of each field the API's forms read; a value of another type is a 400 that
+# names the field, where the form would turn it into a string or drop it.
+ASK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {name: str for name in AskForm.base_fields}
+FEEDBACK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "message_id": (int, str), "is_positive": (bool, str), "comment": str, "agent_type": str, "metadata": dict,
+}
+
+
 def chat_request(form: AskForm) -> ChatRequest:
     """Return the pipeline request a valid AskForm describes."""
     data = form.cleaned_data

@@ -9,8 +9,10 @@ from __future__ import annotations
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template import engines
 from django.template.loader import render_to_string
+from django.utils.html import format_html
 
 from agentic_rag.db_threads import database_sync_to_async
+from agentic_rag.input_hygiene import BadInput, loads_frame
 
 from .models import DocumentStatus, KnowledgeBase
 from .progress import background_indexing, kb_group_name
@@ -42,6 +44,11 @@ class KnowledgeBaseConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # The page asks after swapping in an upload's table, since progress events that
         # arrived before that swap found no row to land on.
+        try:
+            loads_frame(text_data)
+        except BadInput as error:
+            await self.send(text_data=_refusal(str(error)))
+            return
         await self._send_table()
 
     async def ingest_progress(self, event: dict) -> None:
@@ -62,6 +69,13 @@ class KnowledgeBaseConsumer(AsyncWebsocketConsumer):
         # One fragment per message: table parts parse alone, not beside other elements.
         await self.send(text_data=await _render_rows(self.kb, self.can_write))
         await self.send(text_data=await _render_counts(self.kb))
+
+
+def _refusal(reason: str) -> str:
+    """A note under the upload form saying why a message was not read."""
+    return format_html(
+        '<div hx-swap-oob="beforeend:#upload-result"><p class="alert warning" role="status">{}</p></div>', reason
+    )
 
 
 @database_sync_to_async

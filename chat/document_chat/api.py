@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.http import require_POST
 
 from agentic_rag.auth import api_auth, api_error
+from agentic_rag.input_hygiene import BadInput, check_types
 from agentic_rag.ratelimit import rate_limited
 from chat.adapters import HEARTBEAT_S, PING, sse_event
 from chat.api import SSE_HEADERS, json_body
@@ -45,6 +46,15 @@ logger = logging.getLogger(__name__)
 _END = object()
 # Errors of the request itself answer 400 in JSON mode; the rest are the server's or the model's.
 _CLIENT_ERRORS = {"empty_message", "too_long", "unknown_section", "bad_input"}
+# The JSON type of each field of the body and of its selected_section.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "message": str, "document_id": (int, str), "selected_section": dict, "conversation_id": (str, int),
+    "conversation_history": list, "response_mode": str, "stream": bool, "project_info": dict,
+}
+SECTION_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "index": (str, int, float), "title": str, "content": str, "code": str, "chapter_level_1": str,
+    "chapter_level_2": str, "position": (int, str),
+}
 
 
 def _document(user, document_id: Any) -> Document:
@@ -98,6 +108,10 @@ def parse_request(data: dict, user) -> tuple[DocChatRequest, str]:
     given = data.get("selected_section") or {}
     if not isinstance(given, dict):
         raise DocChatError("selected_section must be an object.")
+    try:
+        check_types(given, SECTION_FIELD_TYPES, within="selected_section")
+    except BadInput as error:
+        raise DocChatError(str(error)) from None
     conversation_id = str(data.get("conversation_id") or uuid.uuid4().hex)[:64]
     document = _document(user, data["document_id"]) if data.get("document_id") not in (None, "") else None
     if document is not None:
@@ -123,7 +137,7 @@ def _history(given: Any, user, conversation_id: str) -> tuple[str, ...]:
 @rate_limited
 @require_POST
 def document_chat(request: HttpRequest) -> HttpResponse:
-    body = json_body(request)
+    body = json_body(request, FIELD_TYPES)
     if isinstance(body, JsonResponse):
         return body
     try:

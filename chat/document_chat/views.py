@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from agentic_rag.input_hygiene import BadInput, check_values
 from agentic_rag.llm import get_llm
 from agentic_rag.ratelimit import check_rate, session_of
 from chat.models import DocumentChatTurn, DocumentProposal
@@ -103,6 +104,10 @@ def document_assist(request: HttpRequest, pk: int) -> HttpResponse:
     decision = check_rate(request.user.pk, session_of(request))
     if not decision.allowed:
         return _reply_error(request, document, selected, conversation_id, decision.message)
+    try:
+        check_values({"message": request.POST.get("message", "")})  # a NUL PostgreSQL cannot store
+    except BadInput as error:
+        return _reply_error(request, document, selected, conversation_id, str(error))
     chat = DocChatRequest(
         user=request.user,
         message=request.POST.get("message", ""),
