@@ -89,6 +89,8 @@ MIDDLEWARE = [
     # First, so that the time of every other middleware counts (REQUEST_WARN_S).
     "agentic_rag.watchdog.request_watchdog_middleware",
     "django.middleware.security.SecurityMiddleware",
+    # Outside the middleware that can answer errors, so /api/ errors all leave in JSON.
+    "agentic_rag.api_errors.ApiErrorShapeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # After sessions, before common: the language comes from the switch's cookie, else
