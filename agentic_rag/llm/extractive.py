@@ -22,8 +22,10 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 from xml.sax.saxutils import unescape
 
@@ -38,6 +40,7 @@ from agentic_rag.llm.base import (
     json_messages,
 )
 from agentic_rag.llm.json_reply import parse_json_reply
+from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Reading, Similarity, lead_in, read
 from agentic_rag.llm.units import has_cjk, split_units
 
@@ -72,7 +75,9 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
 _QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
-_ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+# A name from its first word character ("\b" after any leading "-"), tried once per run of name
+# characters: from each of them, "[\w-]+" would read to the run's end again.
+_ATTRIBUTE = re.compile(r"""(?<![\w-])-*+\b([\w-]++)\s*+=\s*+(?:"([^"]*)"|'([^']*)')""")
 _ENTITIES = {"&quot;": '"', "&apos;": "'", "&#10;": "\n", "&#13;": "\r", "&#9;": "\t"}
 _PIECE = re.compile(rf"[{_CJK}]{{1,2}}|\s+|[^\s{_CJK}]+\s*")
 _LATIN_WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
@@ -190,20 +195,32 @@ def _not_answered(documents: Sequence[Evidence], language: str) -> str:
 
 def feature_cosine(a: str, b: str) -> float:
     """Cosine of the hashing embedder's features (char n-grams, words), without hashing them."""
-    from agentic_rag.embeddings import hashing_features
-
-    fa, fb = hashing_features(a), hashing_features(b)
-    dot = sum(count * fb[f] for f, count in fa.items() if f in fb)
+    (fa, square_a), (fb, square_b) = _features(a), _features(b)
+    # Over the smaller of the two: a long question against many short units costs the units.
+    small, large = (fa, fb) if len(fa) <= len(fb) else (fb, fa)
+    dot = sum(count * large[f] for f, count in small.items() if f in large)
     if not dot:
         return 0.0
-    return dot / math.sqrt(sum(c * c for c in fa.values()) * sum(c * c for c in fb.values()))
+    return dot / math.sqrt(square_a * square_b)
+
+
+# The reader compares the one question with every unit, once for the whole question and once
+# per part: the question's features are counted once, not once per unit.
+@lru_cache(maxsize=512)
+def _features(text: str) -> tuple[Counter[str], int]:
+    """text's features and the sum of their squared counts (read, never changed, by callers)."""
+    from agentic_rag.embeddings import hashing_features
+
+    features = hashing_features(text)
+    return features, sum(c * c for c in features.values())
 
 
 def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
     """Return the `<document>` elements of the messages, in prompt order."""
     found: list[Evidence] = []
     for message in messages:
-        for attributes, body in _DOCUMENT.findall(message.content):
+        for element in find_elements(_DOCUMENT, message.content, "document"):
+            attributes, body = element.groups()
             attrs = {name.lower(): _unescape(a or b) for name, a, b in _ATTRIBUTE.findall(attributes)}
             found.append(
                 Evidence(
@@ -221,8 +238,10 @@ def find_question(messages: Sequence[Message]) -> str:
     """Return the last user message's question, without any evidence block."""
     for message in reversed(messages):
         if message.role == "user":
-            tagged = _QUESTION.search(message.content)
-            text = tagged.group(1) if tagged else _DOCUMENTS_BLOCK.sub("", message.content)
+            tagged = next(find_elements(_QUESTION, message.content, "question"), None)
+            text = tagged.group(1) if tagged else remove_elements(
+                _DOCUMENTS_BLOCK, message.content, "documents", has_attributes=False
+            )
             return _unescape(text).strip()
     return ""
 

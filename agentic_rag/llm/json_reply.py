@@ -20,7 +20,9 @@ CANNED_MESSAGE = "Sorry, no answer could be produced this time. Please try again
 
 Step = Literal["json", "fenced", "braces", "repaired", "regex", "raw", "canned"]
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+# "[ \t]*+(?:json[ \t]*+)?", not "[ \t]*(?:json)?[ \t]*": two runs of spaces side by side split a
+# long run every way there is, each way then read to the reply's end for the closing fence.
+_FENCE = re.compile(r"```[ \t]*+(?:(?:json|JSON)[ \t]*+)?\n?(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"^```[ \t]*(?:json|JSON)?[ \t]*\n?")
 
 
@@ -73,7 +75,7 @@ def _loads_object(candidate: str, *, strict: bool) -> dict | None:
     # model-written JSON; everything else must still be valid.
     try:
         data = json.loads(candidate, strict=strict)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number past 4,300 digits
         return None
     return data if isinstance(data, dict) else None
 

@@ -22,6 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .units import Unit, has_cjk, is_heading_of, split_units, strip_markdown, strip_numbering, text_language
 
@@ -443,10 +444,23 @@ def _parts(question: str) -> list[str]:
 
 
 def _new_text(text: str, question: str) -> str:
-    """text without the digits the question itself holds, so "top 5" asked is not "5" found."""
-    for number in set(re.findall(r"\d+(?:\.\d+)?", question)):
-        text = re.sub(rf"(?<![\d.]){re.escape(number)}(?![\d.])", " ", text)
-    return text
+    """text without the digits the question itself holds, so "top 5" asked is not "5" found.
+
+    A number asked stands alone ("5", not the 5 of "2.5"): it is a whole run of digits and dots.
+    Read once over text, not once per number, as the question may hold thousands.
+    """
+    asked = _numbers_in(question)
+    if not asked:
+        return text
+    return _DIGIT_RUN.sub(lambda run: " " if run[0] in asked else run[0], text)
+
+
+_DIGIT_RUN = re.compile(r"[\d.]+")
+
+
+@lru_cache(maxsize=64)  # one question is compared with every unit
+def _numbers_in(question: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\d+(?:\.\d+)?", question))
 
 
 def _idf(unit_terms: Sequence[frozenset[str]]) -> Counter[str]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
+_SPACES = re.compile(r"\s*")  # what str.lstrip() drops: \s is str.isspace()
 
 
 class ThinkFilter:
@@ -26,25 +29,27 @@ class ThinkFilter:
         text = self._pending + chunk
         self._pending = ""
         out: list[str] = []
-        while text:
+        at = 0  # an index, not a shorter copy of text per tag: many tags would copy it many times
+        while at < len(text):
             if self._after_close:
-                text = text.lstrip()
-                if not text:
+                at = _SPACES.match(text, at).end()
+                if at == len(text):
                     break
                 self._after_close = False
             tag = CLOSE_TAG if self._inside else OPEN_TAG
-            index = text.find(tag)
+            index = text.find(tag, at)
             if index >= 0:
                 if not self._inside:
-                    self._emit(out, text[:index])
+                    self._emit(out, text[at:index])
                 self._inside = not self._inside
                 self._after_close = not self._inside and not self._has_output
-                text = text[index + len(tag) :]
+                at = index + len(tag)
                 continue
-            held = _partial_tag_suffix(text, tag)
+            rest = text[at:]
+            held = _partial_tag_suffix(rest, tag)
             if not self._inside:
-                self._emit(out, text[: len(text) - held])
-            self._pending = text[len(text) - held :]
+                self._emit(out, rest[: len(rest) - held])
+            self._pending = rest[len(rest) - held :]
             break
         return "".join(out)
 

@@ -10,18 +10,26 @@ citation check reads sources through the same function, so a quoted row verifies
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAS_CJK = re.compile(f"[{_CJK}]")
 _LATIN_LETTERS = re.compile(r"[A-Za-z]")
-TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
-_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# "---", "| :-- | --: |": possessive, and never two runs of spaces side by side (as in
+# "\s*\|?\s*"), which would split a long run of spaces every way there is before failing.
+TABLE_SEPARATOR = re.compile(r"^\s*+(?:\|\s*+)?:?-{2,}+:?\s*+(?:\|\s*+:?-{2,}+:?\s*+)*+(?:\|\s*+)?$")
+# A link "[label](target)" and emphasis "**x**", "__x__" are found by the scanners below, not by
+# one regex: a regex tries again from every "[" or "**" that has no end, reading to the line's
+# end each time, quadratic in a line of them.
+_LABEL_END = re.compile(r"[\]\n]")
+_TARGET_END = re.compile(r"[)\s]")
 # Not "__import__": a name between double underscores is a dunder name (ingestion has already
 # taken its code ticks away), not bold text.
-_EMPHASIS = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<!\w)__(?=\S)(?!\w+__(?!\w))(.+?)(?<=\S)__(?!\w)")
+_EMPHASIS_OPEN = re.compile(r"\*\*(?=\S)|(?<!\w)__(?=\S)(?!\w+__(?!\w))")
+_EMPHASIS_CLOSE = {"*": re.compile(r"(?<=\S)(?=\*\*)"), "_": re.compile(r"(?<=\S)(?=__(?!\w))")}
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
 LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)、])\s+")
 _QUOTE_MARK = re.compile(r"^\s*>\s?")
@@ -112,18 +120,21 @@ def split_sentences(text: str) -> list[str]:
     Never inside brackets: "按句末标点（。！？ 及英文句号）切分" is one sentence.
     """
     sentences: list[str] = []
-    start = 0
+    start = depth = read = 0
     for match in _SENTENCE_END.finditer(text):
-        if _bracket_depth(text, start, match.start()) > 0:
+        # The depth is carried on from the last end skipped, not counted again from the
+        # sentence's start: a long bracket with many ends inside would be read once per end.
+        depth, read = _bracket_depth(text, read, match.start(), depth), match.start()
+        if depth > 0:
             continue
         sentences.append(text[start : match.end()].strip())
-        start = match.end()
+        start = read = match.end()
     sentences.append(text[start:].strip())
     return [sentence for sentence in sentences if sentence]
 
 
-def _bracket_depth(text: str, start: int, end: int) -> int:
-    depth = 0
+def _bracket_depth(text: str, start: int, end: int, depth: int = 0) -> int:
+    """The bracket depth at end, counting from start at depth; a closing bracket never goes below 0."""
     for char in text[start:end]:
         if char in "（(":
             depth += 1
@@ -140,8 +151,66 @@ def strip_markdown(line: str) -> str:
     line = _HEADING_MARK.sub("", _QUOTE_MARK.sub("", line))
     pieces = _CODE_SPAN.split(line)  # odd pieces are code spans' contents
     for i in range(0, len(pieces), 2):
-        pieces[i] = _EMPHASIS.sub(lambda m: m[1] or m[2], _LINK.sub(r"\1", pieces[i]))
+        pieces[i] = _strip_emphasis(_strip_links(pieces[i]))
     return "".join(pieces).replace("`", "").strip()
+
+
+def _strip_links(text: str) -> str:
+    """text with each link or image "[label](target)" written as its label, on one line each.
+
+    A "[" takes the label up to the first "]" on its line, and the target up to the first ")"
+    or space after "](": every "[" before that "]" ends the same way, so one that fails lets the
+    search go on after the "]", and a target's end once read is not read again.
+    """
+    if "](" not in text:
+        return text
+    pieces, done, at = [], 0, 0
+    target_from = target_end = -1  # text[target_from:target_end] holds no ")" nor space
+    while (opening := text.find("[", at)) != -1:
+        label_end = _LABEL_END.search(text, opening + 1)
+        if label_end is None:
+            break
+        stop = label_end.start()
+        if text[stop] != "]" or not text.startswith("(", stop + 1):
+            at = stop + 1
+            continue
+        if not target_from <= stop + 2 <= target_end:
+            found = _TARGET_END.search(text, stop + 2)
+            target_from, target_end = stop + 2, found.start() if found else len(text)
+        if not text.startswith(")", target_end):
+            at = stop + 1
+            continue
+        start = opening - 1 if opening > done and text[opening - 1] == "!" else opening
+        pieces += [text[done:start], text[opening + 1 : stop]]
+        done = at = target_end + 1
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _strip_emphasis(text: str) -> str:
+    """text with "**x**" and "__x__" written x, x on one line and not starting or ending in a space.
+
+    An opening mark takes the first closing mark of its kind after it on its line; the closing
+    marks are found once, so an opening mark without one does not read the line again.
+    """
+    if "**" not in text and "__" not in text:
+        return text
+    closing = {kind: [m.start() for m in pattern.finditer(text)] for kind, pattern in _EMPHASIS_CLOSE.items()}
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    pieces, done, at = [], 0, 0
+    while (opening := _EMPHASIS_OPEN.search(text, at)) is not None:
+        start = opening.start()
+        marks = closing[text[start]]
+        k = bisect_left(marks, start + 3)  # at least one character between the marks
+        line = bisect_left(newlines, start)
+        line_end = newlines[line] if line < len(newlines) else len(text)
+        if k == len(marks) or marks[k] > line_end:
+            at = start + 1
+            continue
+        pieces += [text[done:start], text[start + 2 : marks[k]]]
+        done = at = marks[k] + 2
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def is_code_like(text: str) -> bool:

@@ -13,12 +13,13 @@ as verified: "verified" tells the user the answer is supported, not only copied.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import unescape
 
 from agentic_rag.llm.extractive import simple_tokenize
+from agentic_rag.llm.markup import find_elements
 from agentic_rag.llm.reader import addresses_question
 from agentic_rag.llm.units import readable_text, split_sentences
 
@@ -29,6 +30,7 @@ _ENTITIES = {"&quot;": '"', "&apos;": "'"}
 _MARK = re.compile(
     r"<cite\b(?P<attrs>[^>]*)>(?P<inner>.*?)</cite>|\[(?P<ns>\d{1,3}(?:\s*[,，]\s*\d{1,3})*)\]", re.DOTALL
 )
+_NUMBERS_MARK = re.compile(r"\[\d{1,3}(?:\s*[,，]\s*\d{1,3})*\]")  # _MARK's second alternative
 # A name from its first character: from each character of a long name it would be read again.
 _ATTRIBUTE = re.compile(r"""(?<![\w-])([\w-]++)\s*+=\s*+(?:"([^"]*)"|'([^']*)')""")
 _LIST_MARK = re.compile(r"^\s*(?:[-*•>]+|\d+[.)、])\s+")
@@ -73,7 +75,7 @@ def find_citations(answer: str) -> list[CitedSentence]:
     """Every cited sentence of answer, in order (one per cited number)."""
     found: list[CitedSentence] = []
     cursor, previous = 0, ""
-    for match in _MARK.finditer(answer):
+    for match in _marks(answer):
         if match.group("attrs") is not None:
             n, quote, sentence = _cite_tag(match)
             if n is not None:
@@ -143,7 +145,30 @@ def display_answer(answer: str) -> str:
         n, _, sentence = _cite_tag(match)
         return f"{sentence} [{n}]" if n is not None else sentence
 
-    return _MARK.sub(replace, answer)
+    pieces, done = [], 0
+    for match in _marks(answer):
+        pieces += [answer[done : match.start()], replace(match)]
+        done = match.end()
+    return "".join([*pieces, answer[done:]])
+
+
+def _marks(answer: str) -> Iterator[re.Match[str]]:
+    """_MARK.finditer(answer), in linear time: a `<cite` that can no longer close is not tried.
+
+    A "[1, 2]" mark holds no "<" nor ">", so it lies inside a cite element or outside all of
+    them: the marks are the cite elements and the number marks outside them, in order.
+    """
+    numbers = [m.start() for m in _NUMBERS_MARK.finditer(answer)]
+    k = done = 0
+    for cite in (*find_elements(_MARK, answer, "cite"), None):
+        end = cite.start() if cite else len(answer)
+        while k < len(numbers) and numbers[k] < end:
+            if numbers[k] >= done:
+                yield _MARK.match(answer, numbers[k])
+            k += 1
+        if cite:
+            yield cite
+            done = cite.end()
 
 
 def _cite_tag(match: re.Match[str]) -> tuple[int | None, str, str]:
