@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import resource
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -299,15 +300,34 @@ def _first_sentences(extractions, links, texts: dict[int, str], keys: set[str]) 
     found: dict[str, str] = {}
     for chunk_id, extraction in extractions:
         text = texts.get(chunk_id, "")
+        ends: _SentenceEnds | None = None
         for mention in extraction.mentions:
             key = links[mention.key][0]
             # Mention offsets count from their paragraph: find the name in the chunk instead.
             at = text.find(mention.surface) if key in keys and key not in found else -1
             if at >= 0:
-                start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, at)), default=0)
-                end = next((m.start() for m in _SENTENCE_END.finditer(text, at + 1)), len(text))
-                found[key] = " ".join(text[start:end].split()).strip(" #>*-|")[:300]
+                ends = ends or _SentenceEnds(text)
+                found[key] = " ".join(ends.sentence_at(at).split()).strip(" #>*-|")[:300]
     return found
+
+
+class _SentenceEnds:
+    """A text's sentence ends, found once: read from the start for each name, a text naming
+    many would be read as many times."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        matches = list(_SENTENCE_END.finditer(text))
+        self.starts = [m.start() for m in matches]
+        self.ends = [m.end() for m in matches]  # in order too: the matches do not overlap
+
+    def sentence_at(self, at: int) -> str:
+        """The sentence holding position at: from the last end at or before it to the next end after it."""
+        before = bisect_right(self.ends, at)
+        after = bisect_left(self.starts, at + 1)
+        start = self.ends[before - 1] if before else 0
+        end = self.starts[after] if after < len(self.starts) else len(self.text)
+        return self.text[start:end]
 
 
 def _add_aliases(aliases: dict[int, set[str]]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -91,7 +92,9 @@ _STAGE = re.compile(r"\b(?:Stage|stage)\s*(\d{1,2})\b|阶段\s*(\d{1,2})|(?<![A-
 _SHORTCUT = re.compile(r"\b(?:Shortcut|shortcut)\s+([A-D])\b|短路\s*([A-D])(?![A-Za-z])")
 _LAYER = re.compile(r"(?<![A-Za-z0-9])L([0-4])(?![A-Za-z0-9])(?:\s*[\u4e00-\u9fff]{0,4}层)?|\bLayer\s+([0-4])\b")
 _PRIORITY = re.compile(r"(?<![A-Za-z0-9])P([0-3])(?![A-Za-z0-9])")
-_ARROW = re.compile(r"\s*(?:→|->|=>|⇒|触发|triggers?)\s*")
+# Only searched for (is there an arrow?), so without the spaces around it, which a long gap of
+# spaces would make it read again from each of them.
+_ARROW = re.compile(r"→|->|=>|⇒|触发|triggers?")
 
 # English noun phrases without a tagger: CamelCase, acronyms, names with digits or hyphens
 # between letters, `code`, and runs of two to four Capitalised words.
@@ -102,6 +105,7 @@ _EN_NAME = re.compile(
     r"|[A-Za-z]+[0-9]+(?:[-.][A-Za-z0-9]+)*"  # versioned names: e5, GPT4, bge-m3
     r"|[A-Za-z][a-z0-9]*(?:-[A-Za-z0-9]+)+)\b"  # hyphenated: rank-bm25, e5-small
 )
+_SHORT_CODE = re.compile(r"[A-Za-z]\d{1,2}|v?\d[\d.]*")  # "S7", "v2.1": too short or bare to be a name
 _TITLE_PHRASE = re.compile(r"\b[A-Z][a-z]{2,}(?: (?:[A-Z][a-z]{2,}|of|and)){1,3}\b")
 _SENTENCE = re.compile(r"[^。！？!?；;\n]+(?:[。！？!?；;]|\n|$)")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
@@ -307,7 +311,7 @@ def _english_names(text: str) -> list[Mention]:
         found.append(Mention(name, normalise(name), T.TOOL if "." in name or "/" in name else T.CONCEPT, match.start(1)))
     for match in _EN_NAME.finditer(text):
         name = match.group(0)
-        if len(name) >= 2 and not name.isdigit() and not re.fullmatch(r"[A-Za-z]\d{1,2}|v?\d[\d.]*", name):
+        if len(name) >= 2 and not name.isdigit() and not _SHORT_CODE.fullmatch(name):
             found.append(Mention(name, normalise(name), _type_by_shape(name), match.start()))
     for match in _TITLE_PHRASE.finditer(text):
         words = match.group(0).split()
@@ -330,13 +334,16 @@ def find_mentions(text: str, dictionary: TermDictionary) -> list[Mention]:
         for run in re.finditer(r"[\u4e00-\u9fff]+", text):
             weak.extend(_chinese_noun_phrases(run.group(0), run.start()))
     chosen: list[Mention] = []
-    taken: list[tuple[int, int]] = []
+    # The characters taken so far, not a list of spans each new mention is compared with: that
+    # list grows with the text, and a text of many mentions would cost their number squared.
+    # (A surface is never empty, so sharing a character is overlapping.)
+    taken = bytearray(len(text))
     for mention in strong + weak:
-        span = (mention.start, mention.start + len(mention.surface))
-        if mention.key and not any(span[0] < end and start < span[1] for start, end in taken):
+        start, end = mention.start, mention.start + len(mention.surface)
+        if mention.key and taken.find(1, start, end) == -1:
             kind = dictionary.type_of(mention.key) or mention.type
             chosen.append(Mention(mention.surface, mention.key, kind, mention.start))
-            taken.append(span)
+            taken[start:end] = b"\x01" * (end - start)
     return sorted(chosen, key=lambda m: m.start)
 
 
@@ -362,8 +369,9 @@ def extract(text: str, dictionary: TermDictionary, *, max_pairs_per_paragraph: i
     for paragraph in _PARAGRAPHS.split(text):
         mentions = find_mentions(paragraph, dictionary)
         result.mentions.extend(mentions)
+        starts = [m.start for m in mentions]  # in order: find_mentions sorts them
         for sentence in _SENTENCE.finditer(paragraph):
-            inside = [m for m in mentions if sentence.start() <= m.start < sentence.end()]
+            inside = mentions[bisect_left(starts, sentence.start()) : bisect_left(starts, sentence.end())]
             for left, right in itertools.pairwise(inside):
                 if left.key == right.key:
                     continue

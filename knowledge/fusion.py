@@ -294,10 +294,22 @@ def _term_pattern(pairs: list[tuple[str, str]], *, english: bool, one_way: Colle
     body = "|".join(alternatives) or "(?!)"
     if english:
         body = rf"(?<![A-Za-z])(?:{body})(?![A-Za-z])"
-    pattern = re.compile(body, re.IGNORECASE if english else 0)
+    pattern = re.compile(f"{_first_characters(term for term, _ in ordered)}(?:{body})", re.IGNORECASE if english else 0)
     probes = tuple(dict.fromkeys(_probe(term, english) for term, _ in ordered))
     lone = frozenset(f"g{i}" for i, (term, _) in enumerate(ordered) if term in one_way)
     return _TermPattern(pattern, tuple(target for _, target in ordered), probes, lone)
+
+
+def _first_characters(terms: Iterable[str]) -> str:
+    """A lookahead for the characters the terms start with ("" when one starts with a space).
+
+    Without it the regex engine tries every alternative at every position (~20 µs a character
+    for the Chinese terms); with it, it skips to the positions where a term may start.
+    """
+    firsts = {term[0] for term in terms}
+    if not firsts or any(first.isspace() for first in firsts):
+        return ""
+    return "(?=[" + "".join(re.escape(first) for first in sorted(firsts)) + "])"
 
 
 def _probe(term: str, english: bool) -> str:
