@@ -8,8 +8,9 @@ of a body sent without one (chunked), stopping at the budget. It then tells the 
 client went away (Django drops such a request) and never pulls the rest of the body.
 
 Under daphne, Twisted has already received the body (to a temporary file past 100 KB) when
-the app is called, and by default it also parsed a form body into memory for an API that
-daphne never reads, about ten times the body's size; the middleware turns that parse off.
+the app is called, and daphne then queues all of it in memory; by default Twisted also parsed
+a form body into memory for an API that daphne never reads, about ten times the body's size.
+`guard_daphne_bodies` keeps daphne's copy within the route's budget and turns that parse off.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import unquote
 
 from django.conf import settings
 from django.urls import Resolver404, resolve
@@ -52,7 +54,7 @@ class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, *, budget: Budget = route_budget) -> None:
         self.app = app
         self.budget = budget
-        stop_daphne_parsing_form_bodies()
+        guard_daphne_bodies()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,12 +74,60 @@ class BodyLimitMiddleware:
             await send_refusal(scope, send, guard.limit)
 
 
-def stop_daphne_parsing_form_bodies() -> None:
-    """Keep Twisted from parsing POST form bodies into request.args, which daphne never reads."""
+def guard_daphne_bodies() -> None:
+    """Make daphne keep no more of a request body than its route accepts, and parse none of it.
+
+    Daphne calls the app only once Twisted has received the whole body, and then queues all of
+    it in memory at once: a 200 MB body cost 200 MB however early the middleware refused it.
+    So the body's file keeps at most the route's budget and one byte more (enough for the
+    middleware to see the overflow), and nothing of a body whose declared length is already
+    over it (the middleware refuses that by its Content-Length). Twisted's parse of form
+    bodies into request.args, which daphne never reads, is switched off.
+    """
     from daphne.http_protocol import WebRequest
 
     # Twisted's Request.__init__ sets this flag; a property that ignores the write wins over it.
     WebRequest._parsePOSTFormSubmission = property(lambda request: False, lambda request, value: None)
+    if not getattr(WebRequest, "_bodies_capped", False):
+        WebRequest.gotLength = _capping_got_length(WebRequest.gotLength)
+        WebRequest._bodies_capped = True
+
+
+def _capping_got_length(got_length: Callable[[Any, int | None], None]) -> Callable[[Any, int | None], None]:
+    def capped(request, length: int | None) -> None:
+        got_length(request, length)
+        if length is not None and length <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            return  # within every route's budget
+        budget = _budget_of_target(getattr(request.channel, "_path", None))
+        keep = 0 if length is not None and length > budget else budget + 1
+        request.content = CappedBody(request.content, keep)
+
+    return capped
+
+
+def _budget_of_target(target: bytes | None) -> int:
+    """The budget of a raw request target ("/kb/x/upload/?a=1"); the largest one if unknown."""
+    if not target:
+        return settings.MAX_REQUEST_BODY_BYTES
+    path = unquote(target.split(b"?", 1)[0].decode("latin-1"))
+    return route_budget({"path": path})
+
+
+class CappedBody:
+    """A request body's file that keeps the first `room` bytes written to it and drops the rest."""
+
+    def __init__(self, file, room: int) -> None:
+        self._file = file
+        self._room = room
+
+    def write(self, data: bytes) -> None:
+        if self._room > 0:
+            kept = data[: self._room]
+            self._file.write(kept)
+            self._room -= len(kept)
+
+    def __getattr__(self, name: str) -> Any:  # read, seek, close, closed: the file's own
+        return getattr(self._file, name)
 
 
 class _BodyGuard:

@@ -213,3 +213,29 @@ def test_daphne_no_longer_parses_form_bodies_itself():
     assert request._parsePOSTFormSubmission is False
     # The flag is still the one Twisted's parse reads (a rename would bring the parse back).
     assert "self._parsePOSTFormSubmission" in inspect.getsource(http.Request.requestReceived)
+
+
+@pytest.mark.parametrize(
+    ("target", "declared", "kept"),
+    [
+        (b"/login/", 10 * MB, 0),  # declared over budget: the middleware refuses it unread
+        (b"/login/?next=/", None, 256 * KB + 1),  # streamed: one byte past the budget, to see
+        (b"/kb/notes/upload/", None, 2 * MB + 1),  # an upload route's larger budget
+        (b"/login/", 100 * KB, 100 * KB),  # within every budget: whole
+    ],
+)
+def test_daphne_keeps_at_most_a_routes_budget_of_a_body(target, declared, kept):
+    from types import SimpleNamespace
+
+    from daphne.http_protocol import WebRequest
+
+    BodyLimitMiddleware(echo_length_app)
+    request = WebRequest.__new__(WebRequest)
+    request.channel = SimpleNamespace(_path=target)
+
+    request.gotLength(declared)
+    for start in range(0, declared or 10 * MB, CHUNK):
+        request.content.write(b"x" * min(CHUNK, (declared or 10 * MB) - start))
+    request.content.seek(0)
+
+    assert len(request.content.read()) == kept
