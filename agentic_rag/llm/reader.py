@@ -48,11 +48,18 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
 # upload limit?" is about the upload limit; a sentence about environment variables in
 # general shares the words and misses the point.
 _ANSWER_KIND_WORDS = re.compile(r"环境变量|\benvironment variables?\b|\benv vars?\b", re.I)
+# Only searched for (does the unit hold one?). A number or a word is tried from its first
+# character only, and taken whole: from every digit of a long run of digits it would be read to
+# the run's end again.
 _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "time": re.compile(
-        r"\d+(?:\.\d+)?\s*(?:ms|s|min(?:ute)?s?|h|days?|hours?|seconds?)\b|[\d一二三四五六七八九十百两]+\s*(?:毫秒|秒|分钟|小时|天)"
+        r"(?<!\d)\d++(?:\.\d++)?+\s*+(?:ms|s|min(?:ute)?s?|h|days?|hours?|seconds?)\b"
+        r"|(?<![\d一二三四五六七八九十百两])[\d一二三四五六七八九十百两]++\s*+(?:毫秒|秒|分钟|小时|天)"
     ),
-    "threshold": re.compile(r"[<>≤≥]=?\s*\d|\d+(?:\.\d+)?\s*(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below|\b\d+(?:\.\d+)?\b"),
+    "threshold": re.compile(
+        r"[<>≤≥]=?\s*\d|(?<!\d)\d++(?:\.\d++)?+\s*+(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below"
+        r"|\b\d+(?:\.\d+)?\b"
+    ),
     # a number standing alone ("k = 60", "0.7", "35%"), not digits inside a name (BM25, e5, S7)
     # or written out ("Sixteen nodes", "八个阶段"; not "one" or 一个, which rarely count anything)
     "number": re.compile(
@@ -63,7 +70,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
         re.I,
     ),
     "list": re.compile(r"[、,，;；]|\band\b"),
-    "name": re.compile(r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}"),
+    "name": re.compile(r"[A-Z][\w-]+|`|(?<![a-z])[a-z]++_[a-z_]+|[\u4e00-\u9fff]{2,}"),
     "how": re.compile(r"."),
     "identifier": re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
     "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
@@ -83,7 +90,8 @@ _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
 # A sentence that opens by pointing back says its subject in the sentence before it.
 _POINTS_BACK = re.compile(r"(?:this|these|that|those|it|they|such)\b|这|此|该|它|上述|以上|其中|其余", re.I)
-_QUESTION_END = re.compile(r"[?？]\s*[”\"'」]*\s*$")
+# Possessive: "\s*…\s*" around nothing would split a long run of spaces every way there is.
+_QUESTION_END = re.compile(r"[?？]\s*+[”\"'」]*+\s*+$")
 # The words that make a heading a question ("有哪几种可见性？"): they say nothing of its subject,
 # and would match every question phrased the same way.
 _ASKING_WORDS = re.compile(r"哪[几些个]?[种个条类]?|什么|怎么|怎样|如何|多少|几[个种条次类]|吗|呢|\b(?:what|which|who|how|many|much|when|where|why)\b", re.I)

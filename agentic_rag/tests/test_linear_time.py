@@ -272,3 +272,26 @@ def test_attributes_are_read_as_before(text):
 def test_fenced_json_is_found_as_before(text):
     old = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
     assert [m.groups() for m in json_reply._FENCE.finditer(text)] == [m.groups() for m in old.finditer(text)]
+
+
+OLD_FACTS = {
+    "time": r"\d+(?:\.\d+)?\s*(?:ms|s|min(?:ute)?s?|h|days?|hours?|seconds?)\b|[\d一二三四五六七八九十百两]+\s*(?:毫秒|秒|分钟|小时|天)",
+    "threshold": r"[<>≤≥]=?\s*\d|\d+(?:\.\d+)?\s*(?:以上|以下|以内)|至少|不超过|不低于|at (?:least|most)|above|below|\b\d+(?:\.\d+)?\b",
+    "name": r"[A-Z][\w-]+|`|[a-z]+_[a-z_]+|[\u4e00-\u9fff]{2,}",
+    "question end": r"[?？]\s*[”\"'」]*\s*$",
+}
+FACT_PIECES = ["1", "2.", "5", " ", "ms", "s", "h", "x", "秒", "三", "百", "以上", "<", "=", "a", "_", "b", "中", "?", "”", "\n"]
+
+
+@linear_time_settings(max_examples=300)
+@given(text=st.lists(st.sampled_from(FACT_PIECES), max_size=8).map("".join))
+def test_the_fact_patterns_find_what_they_found(text):
+    patterns = {**reader._FACT_PATTERNS, "question end": reader._QUESTION_END}
+    for kind, old in OLD_FACTS.items():
+        assert (patterns[kind].search(text) is None) == (re.search(old, text) is None), kind
+
+
+def test_a_unit_of_many_digits_is_read_quickly():
+    unit = "9" * DOCUMENT_CHARS
+    _, seconds = cpu_seconds(lambda text: [p.search(text) for p in reader._FACT_PATTERNS.values()], unit)
+    assert seconds < 0.5
