@@ -1,6 +1,7 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
 | bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
-| bench load [--sessions N] [--servers N | --url URL ...]"""
+| bench load [--sessions N] [--servers N | --url URL ...]
+| bench pages --kb SLUG [--runs N] [--load N [--rounds N]]"""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
 from evaluation.document_chat_bench import bench_document_chat
 from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
+from evaluation.page_bench import bench_page_load, bench_pages
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_delta,
@@ -71,6 +73,14 @@ class Command(BaseCommand):
         document_chat.add_argument("--kb", required=True, metavar="SLUG")
         document_chat.add_argument("--runs", type=int, default=40, metavar="N", help="sections asked about and condensed")
         document_chat.add_argument("--json", action="store_true")
+        pages = sub.add_parser(
+            "pages", help="time every ready document's page and its memory; --load N: N pages and N chats at once on a server"
+        )
+        pages.add_argument("--kb", required=True, metavar="SLUG")
+        pages.add_argument("--runs", type=int, default=20, metavar="N", help="requests per page view")
+        pages.add_argument("--load", type=int, default=0, metavar="N", help="N page requests and N chat questions at once")
+        pages.add_argument("--rounds", type=int, default=3, metavar="N", help="with --load: how many times")
+        pages.add_argument("--json", action="store_true")
         load = sub.add_parser("load", help="N chat sessions asking at once over websockets, on one or more servers")
         load.add_argument("--sessions", type=int, default=50, metavar="N")
         load.add_argument("--servers", type=int, default=1, metavar="N", help="daphne processes to start (default 1)")
@@ -103,6 +113,9 @@ class Command(BaseCommand):
                     report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
             self._print(report, as_json=options["json"])
             return
+        if options["target"] == "pages":
+            self._print(self._bench_pages(options), as_json=options["json"])
+            return
         if options["target"] == "load":
             self._print(self._bench_load(options), as_json=options["json"])
             return
@@ -114,6 +127,18 @@ class Command(BaseCommand):
         if not items:
             raise CommandError(f"no files under {options['path']}")
         self._print(bench_ingest(kb, items).as_dict(), as_json=options["json"])
+
+    def _bench_pages(self, options) -> dict:
+        kb = KnowledgeBase.objects.filter(slug=options["kb"]).select_related("owner").first()
+        if kb is None:
+            raise CommandError(f"no knowledge base '{options['kb']}'")
+        with _logs_at_most(logging.WARNING):
+            try:
+                if options["load"]:
+                    return bench_page_load(kb, concurrency=options["load"], rounds=options["rounds"])
+                return bench_pages(kb, kb.owner, runs=options["runs"])
+            except RuntimeError as error:
+                raise CommandError(str(error)) from error
 
     def _bench_retrieval(self, options) -> dict:
         name, dims = embedder_name_and_dims(options["embedder"] or None)
