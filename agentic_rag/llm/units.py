@@ -36,7 +36,9 @@ _QUOTE_MARK = re.compile(r"^\s*>\s?")
 # A sentence ends after 。！？!? (with closing quotes), or after a full stop followed by
 # space or the end (so 3.5 and example.com stay whole). Not at "；": the clauses it joins
 # share their subject ("全栈（设置 REDIS_URL）：任务进入 Redis 队列；进度经 Redis 送达").
-_SENTENCE_END = re.compile(r"""[。！？!?]+[”’」』"')\]]*|\.+[”’"')\]]*(?=\s|$)""")
+# A run of full stops is tried from its first only, and whole: from each of them it would be read
+# to the run's end again before the test for a space after it failed.
+_SENTENCE_END = re.compile(r"""[。！？!?]+[”’」』"')\]]*|(?<!\.)\.++[”’"')\]]*+(?=\s|$)""")
 # Lines that are commands, code or data rather than prose: a shell prompt or a command
 # name first, a JSON/code shape, or a line continued with a backslash.
 _COMMAND = re.compile(

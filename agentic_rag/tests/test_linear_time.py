@@ -110,6 +110,7 @@ WORST_LINES = {
     "link targets": "[a](" * (DOCUMENT_CHARS // 4),
     "spaces in a table separator": "|" + " " * DOCUMENT_CHARS + "x",
     "one open bracket": "(" + "a. " * (DOCUMENT_CHARS // 3),
+    "full stops": "." * DOCUMENT_CHARS + "!",
 }
 
 
@@ -165,7 +166,7 @@ def _old_split_sentences(text: str) -> list[str]:
         return level
 
     sentences, start = [], 0
-    for match in units._SENTENCE_END.finditer(text):
+    for match in re.finditer(r"""[。！？!?]+[”’」』"')\]]*|\.+[”’"')\]]*(?=\s|$)""", text):
         if depth(start, match.start()) > 0:
             continue
         sentences.append(text[start : match.end()].strip())

@@ -148,7 +148,10 @@ def _end_mark(text: str) -> str:
 # --- compound questions --------------------------------------------------------------------
 
 _CLAUSE_SPLIT = re.compile(
-    r"\s*[,;]?\s+(?:and|vs\.?|versus)\s+(?=(?:what|how|why|when|where|which|who|is|are|does|do|can|should)\b)",
+    # "(?:\s*[,;])?\s+", not "\s*[,;]?\s+" (two runs of spaces side by side), and not from
+    # inside a run of spaces: either would read a long run again and again.
+    r"(?:(?<!\s)|(?!\s))(?:\s*+[,;])?\s++(?:and|vs\.?|versus)\s++"
+    r"(?=(?:what|how|why|when|where|which|who|is|are|does|do|can|should)\b)",
     re.IGNORECASE,
 )
 _CONJUNCTION_EN = re.compile(r"\s+(?:and|vs\.?|versus)\s+", re.IGNORECASE)

@@ -69,6 +69,7 @@ WORST = {
     "Chinese": "中" * MESSAGE_CHARS,
     "dashes": "-" * MESSAGE_CHARS,
     "quarter after spaces": "Q" + " " * (MESSAGE_CHARS - 2) + "x",
+    "spaces before and": "a" + " " * (MESSAGE_CHARS - 6) + "and x",
 }
 
 
@@ -166,6 +167,14 @@ def test_a_rewritten_pattern_matches_what_the_old_one_did(name, data):
     new, old, flags, alphabet, how = REWRITTEN[name]
     text = data.draw(st.text(alphabet=alphabet, max_size=14))
     assert _used(new, how, text) == _used(re.compile(old, flags), how, text)
+
+
+@linear_time_settings(max_examples=300)
+@given(text=st.lists(st.sampled_from([" ", ",", ";", "and", "vs", ".", "versus", "what", "is", "x", "\n", "AND"]), max_size=9)
+       .map("".join))
+def test_compound_questions_are_split_as_before(text):
+    old = r"\s*[,;]?\s+(?:and|vs\.?|versus)\s+(?=(?:what|how|why|when|where|which|who|is|are|does|do|can|should)\b)"
+    assert rewrite._CLAUSE_SPLIT.split(text) == re.split(old, text, flags=re.IGNORECASE)
 
 
 @linear_time_settings(max_examples=300)
