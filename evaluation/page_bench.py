@@ -5,7 +5,8 @@ concurrent page and chat requests.
 the browser does, and reports latency per document and the peak Python memory a request
 allocates against the document's size. `bench_page_load` starts a daphne process and sends
 it N document-page requests and N chat questions at once, sampling the server's resident
-memory throughout.
+memory throughout. `bench_hostile_messages` times another user's page while messages of one
+repeated character are being answered.
 """
 
 from __future__ import annotations
@@ -127,6 +128,64 @@ def bench_page_load(kb: KnowledgeBase, *, concurrency: int = 20, rounds: int = 5
         stop_servers([(url, process)])
 
 
+HOSTILE_CHARACTERS = ("9", "a", " ", "|", "`", "*", "中", ".", "-", "#", "(", "，")
+
+
+def bench_hostile_messages(kb: KnowledgeBase, *, length: int = 4000, at_once: int = 4) -> dict:
+    """Start a server; for each of HOSTILE_CHARACTERS, `at_once` users send a message of that
+    character repeated `length` times while another user opens a document page every 50 ms.
+    Report how long that page took meanwhile, and how long the messages took to answer."""
+    documents = list(Document.objects.filter(kb=kb, status=DocumentStatus.READY).order_by("name")[:1])
+    if not documents:
+        raise RuntimeError(f"{kb.slug} has no ready document")
+    [(url, process)] = start_servers(1)
+    try:
+        cookies = _readers(kb, at_once + 1)
+        page_url = url + documents[0].get_absolute_url()
+        _timed_page(page_url, cookies[-1])  # warm
+        pages, answers, errors, slowest = [], [], [], {}
+        # Ordinary questions first: what the same page costs while any 4 questions are answered.
+        baseline: list[float] = []
+        _page_during(page_url, cookies[-1], baseline, lambda: asyncio.run(_ask_all(url, cookies[:at_once], kb.slug)))
+        for character in HOSTILE_CHARACTERS:
+            ask = _ask_all(url, cookies[:at_once], kb.slug, message=character * length)
+            outcomes = _page_during(page_url, cookies[-1], pages, lambda ask=ask: asyncio.run(ask))
+            answers += [o.final_ms for o in outcomes if o.final_ms is not None]
+            slowest[character] = max((round(o.final_ms) for o in outcomes if o.final_ms is not None), default=None)
+            errors += [f"{character!r}: {o.error or 'lost'}" for o in outcomes if o.error or o.lost]
+        pages.sort()
+        answers.sort()
+        return {
+            "kb": kb.slug, "message_chars": length, "at_once": at_once, "characters": len(HOSTILE_CHARACTERS),
+            "page_requests": len(pages), "page_p50_ms": _at(pages, 0.50), "page_p95_ms": _at(pages, 0.95),
+            "page_max_ms": pages[-1] if pages else None,
+            "page_p95_ms_ordinary_questions": _at(sorted(baseline), 0.95),
+            "answer_p50_ms": _at(answers, 0.50), "answer_max_ms_by_character": slowest,
+            "errors": errors[:5],
+        }
+    finally:
+        stop_servers([(url, process)])
+
+
+def _page_during(url: str, cookie: str, times: list[float], work):
+    """Run `work`, opening the page every 50 ms meanwhile; return what `work` returned."""
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch_page, args=(url, cookie, done, times))
+    watcher.start()
+    try:
+        return work()
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _watch_page(url: str, cookie: str, done: threading.Event, times: list[float]) -> None:
+    while not done.wait(0.05):
+        elapsed = _timed_page(url, cookie)
+        if elapsed is not None:
+            times.append(elapsed)
+
+
 def _readers(kb: KnowledgeBase, count: int) -> list[str]:
     """Session cookies of `count` users who may read the KB, each its own browser: one user
     asking 20 questions at once would meet the per-user rate limit, not the server's limits."""
@@ -142,9 +201,10 @@ def _one_round(url: str, cookies: list[str], paths: list[str], kb_slug: str):
         return list(pages), chats
 
 
-async def _ask_all(url: str, cookies: list[str], kb_slug: str):
+async def _ask_all(url: str, cookies: list[str], kb_slug: str, message: str = ""):
     return await asyncio.gather(*(
-        ask_over_websocket(url, cookie, QUESTIONS[n % len(QUESTIONS)], kb_slug, 60) for n, cookie in enumerate(cookies)
+        ask_over_websocket(url, cookie, message or QUESTIONS[n % len(QUESTIONS)], kb_slug, 60)
+        for n, cookie in enumerate(cookies)
     ))
 
 
