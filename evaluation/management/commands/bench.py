@@ -1,7 +1,7 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
 | bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
 | bench load [--sessions N] [--servers N | --url URL ...]
-| bench pages --kb SLUG [--runs N] [--load N [--rounds N]]"""
+| bench pages --kb SLUG [--runs N] [--load N [--rounds N] | --hostile-messages]"""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
 from evaluation.document_chat_bench import bench_document_chat
 from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
-from evaluation.page_bench import bench_page_load, bench_pages
+from evaluation.page_bench import bench_hostile_messages, bench_page_load, bench_pages
 from evaluation.retrieval_bench import (
     SyntheticCorpus,
     bench_delta,
@@ -80,6 +80,10 @@ class Command(BaseCommand):
         pages.add_argument("--runs", type=int, default=20, metavar="N", help="requests per page view")
         pages.add_argument("--load", type=int, default=0, metavar="N", help="N page requests and N chat questions at once")
         pages.add_argument("--rounds", type=int, default=3, metavar="N", help="with --load: how many times")
+        pages.add_argument(
+            "--hostile-messages", action="store_true",
+            help="time a page on a server while 4 users send 4,000 repeats of one character, for 12 characters",
+        )
         pages.add_argument("--json", action="store_true")
         load = sub.add_parser("load", help="N chat sessions asking at once over websockets, on one or more servers")
         load.add_argument("--sessions", type=int, default=50, metavar="N")
@@ -134,6 +138,8 @@ class Command(BaseCommand):
             raise CommandError(f"no knowledge base '{options['kb']}'")
         with _logs_at_most(logging.WARNING):
             try:
+                if options["hostile_messages"]:
+                    return bench_hostile_messages(kb)
                 if options["load"]:
                     return bench_page_load(kb, concurrency=options["load"], rounds=options["rounds"])
                 return bench_pages(kb, kb.owner, runs=options["runs"])
