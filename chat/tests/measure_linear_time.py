@@ -5,8 +5,9 @@ Run: python -m chat.tests.measure_linear_time [--chars 4000] [--answer]
 Each row is one message of `--chars` copies of one character (and one of digits with "+1"),
 timed with time.process_time through the rule stages a chat runs before retrieval: rewrite,
 intent (with every built-in tool's keyword rules), the tool channel's parameter extraction,
-the KB router's graph-question test and its tokenizer, and query expansion. `--answer` adds
-the extractive reader's whole answer to that message over the demo documents.
+the KB router's graph-question test and its tokenizer; then query expansion and tagging, which
+retrieval and indexing run. `--answer` adds the extractive reader's whole answer to that
+message over the demo documents.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# The stages before retrieval ("pre-retr" sums them), then what retrieval and indexing run.
+PRE_RETRIEVAL = ("rewrite", "intent", "tools", "route", "analyze")
+AFTER = ("expand", "tags")
 CHARACTERS = ("9", "a", " ", "|", "`", "*", "中", ".", "-", "#", "(", "，", "\n", "_", "1.")
 
 
@@ -75,11 +79,12 @@ def main() -> None:
         function("warm up 预热")
     messages = {repr(c): (c * args.chars)[: args.chars] for c in CHARACTERS}
     messages["'9'*n+'+1'"] = "calculate " + "9" * (args.chars - 12) + "+1"
-    header = ["message", *stages, "total"] + (["answer"] if args.answer else [])
+    header = ["message", *PRE_RETRIEVAL, "pre-retr", *AFTER] + (["answer"] if args.answer else [])
     print(" ".join(f"{h:>9}" for h in header))
     for label, message in messages.items():
-        times = [_cpu_ms(function, message) for function in stages.values()]
-        row = [*times, sum(times)] + ([_cpu_ms(_answer, message)] if args.answer else [])
+        before = [_cpu_ms(stages[name], message) for name in PRE_RETRIEVAL]
+        after = [_cpu_ms(stages[name], message) for name in AFTER]
+        row = [*before, sum(before), *after] + ([_cpu_ms(_answer, message)] if args.answer else [])
         print(f"{label:>9} " + " ".join(f"{t:9.1f}" for t in row))
 
 
