@@ -22,7 +22,8 @@ from knowledge.chunking import split_sentences
 # Shares of the section's characters a condensed version keeps, one per regeneration.
 CONDENSE_RATIOS = (0.6, 0.45, 0.75)
 EXPAND_SENTENCES = 2
-_STRUCTURED = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\||#|>|```|~~~|    )")
+_STRUCTURED = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\||#|>|```|~~~|    |---\s*$)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff"
 _CJK_PUNCTUATION = {",": "，", ";": "；", ":": "：", "?": "？", "!": "！"}
 
@@ -34,6 +35,7 @@ MESSAGES = {
         "refuse_reword": "Rewording a section needs a language model, and none is configured. Offline I can condense the section (\"condense\") or expand it with sentences quoted from related documents (\"expand\").",
         "no_references": "No related passage passed the quality gate, so there is nothing to expand the section with offline.",
         "too_short": "The section has too few sentences to condense by rules.",
+        "only_structure": "The section holds only code, tables, lists or front matter, which rules keep exactly as written; there is no prose to condense or tidy.",
         "no_other": "Offline rules have no further version of this edit; configure a language model for more.",
         "no_change": "The section is already tidy; rewording it needs a language model, and none is configured.",
     },
@@ -44,6 +46,7 @@ MESSAGES = {
         "refuse_reword": "改写措辞需要语言模型，当前未配置。离线时可以“精简”本节，或用相关资料中的原句“扩写”本节。",
         "no_references": "没有相关资料通过质量门控，离线时无法扩写本节。",
         "too_short": "本节句子太少，无法按规则精简。",
+        "only_structure": "本节只有代码、表格、列表或前置元数据，规则会原样保留；没有可以精简或整理的正文。",
         "no_other": "离线规则没有这个修改的其他版本；配置语言模型后可以生成更多版本。",
         "no_change": "本节已经很整洁；改写措辞需要语言模型，当前未配置。",
     },
@@ -91,6 +94,8 @@ def condense(content: str, ratio: float, text: dict[str, str]) -> OfflineEdit:
     blocks = _blocks(content)
     sentences = [(b, i, s) for b, block in enumerate(blocks) if not _is_structured(block)
                  for i, s in enumerate(split_sentences(block)) if s.strip()]
+    if not sentences:
+        return OfflineEdit("", text["only_structure"], refused=True)
     if len(sentences) < 3:
         return OfflineEdit("", text["too_short"], refused=True)
     weights = Counter(term for _, _, s in sentences for term in set(analyze(s)))
@@ -140,6 +145,8 @@ def expand(content: str, references: Sequence[tuple[str, str]], *, skip: int, te
 def tidy(content: str, text: dict[str, str]) -> OfflineEdit:
     """Spacing, half-width punctuation between Chinese characters, and repeated sentences."""
     blocks = []
+    if all(_is_structured(block) for block in _blocks(content)):
+        return OfflineEdit("", text["only_structure"], refused=True)
     for block in _blocks(content):
         if _is_structured(block):
             blocks.append(block)
@@ -163,7 +170,30 @@ def tidy(content: str, text: dict[str, str]) -> OfflineEdit:
 
 
 def _blocks(content: str) -> list[str]:
-    return [block.strip("\n") for block in re.split(r"\n[ \t]*\n", content.strip()) if block.strip()]
+    """The blank-line separated blocks of a section; fenced code and front matter are one
+    block each, blank lines inside them included, so no rule ever takes them for prose."""
+    blocks: list[str] = []
+    current: list[str] = []
+    closing = ""  # the line that ends the open fence or front matter
+    for number, line in enumerate(content.strip("\n").splitlines()):
+        if closing:
+            current.append(line)
+            if line.strip().startswith(closing) and not line.strip().strip(closing[0]):
+                closing = ""
+        elif fence := _FENCE.match(line):
+            closing = fence[1]
+            current.append(line)
+        elif number == 0 and line.strip() == "---":
+            closing = "---"
+            current.append(line)
+        elif line.strip():
+            current.append(line)
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
 
 
 def _is_structured(block: str) -> bool:
