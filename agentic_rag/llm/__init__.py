@@ -23,7 +23,13 @@ from agentic_rag.llm.config import LLMConfig, build_llm, get_llm, reset_llm
 from agentic_rag.llm.extractive import ExtractiveProvider
 from agentic_rag.llm.json_reply import extract_json, parse_json_reply
 from agentic_rag.llm.openai import OpenAICompatibleProvider, Timeouts
-from agentic_rag.llm.resilience import BreakerOptions, BreakerState, CircuitBreaker, RetryPolicy
+from agentic_rag.llm.resilience import (
+    BreakerOptions,
+    BreakerState,
+    CircuitBreaker,
+    RequestBudget,
+    RetryPolicy,
+)
 from agentic_rag.llm.router import ModelRouter, RoutedStream
 from agentic_rag.llm.thinking import ThinkFilter, strip_think
 
@@ -49,6 +55,7 @@ __all__ = [
     "Message",
     "ModelRouter",
     "OpenAICompatibleProvider",
+    "RequestBudget",
     "RetryPolicy",
     "RoutedStream",
     "ThinkFilter",

@@ -25,6 +25,8 @@ class CompletionOptions:
     max_tokens: int | None = None
     timeout_s: float | None = None  # the whole call
     first_token_timeout_s: float | None = None  # request sent → first packet of the reply
+    # longest silence between two chunks of a stream (a provider's own limit, if shorter, holds)
+    chunk_timeout_s: float | None = None
     stop: tuple[str, ...] = ()
     json_mode: bool = False
 

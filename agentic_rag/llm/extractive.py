@@ -56,6 +56,17 @@ MODEL_FAILED = {
     "en": "(Extractive answer: the language model failed, so these sentences are quoted from the sources.)",
     "zh": "（抽取式回答：语言模型调用失败，以下句子摘自资料原文。）",
 }
+MODEL_TIMED_OUT = {
+    "en": "(Extractive answer: the language model did not answer in time, "
+    "so these sentences are quoted from the sources.)",
+    "zh": "（抽取式回答：语言模型未能及时回答，以下句子摘自资料原文。）",
+}
+# After the model's unfinished answer: what follows is not its continuation.
+MODEL_STOPPED = {
+    "en": "(The language model stopped mid-answer; here is what the sources say, quoted.)",
+    "zh": "（语言模型回答到一半停止了；以下是资料原文的相关句子。）",
+}
+FAILURE_LABELS = {"failed": MODEL_FAILED, "timed_out": MODEL_TIMED_OUT, "stopped": MODEL_STOPPED}
 # A tool's output (a calculation, the time) is not quoted from a source: say what it is.
 TOOL_DISCLAIMER = {
     "en": "(Tool result: computed or looked up by the tool, no language model.)",
@@ -120,10 +131,11 @@ class ExtractiveProvider:
         self._expand = expand
         self._disclaimer = DISCLAIMER
 
-    def after_failure(self) -> ExtractiveProvider:
-        """This reader, labelling its answers as standing in for a model that failed."""
+    def after_failure(self, how: str = "failed") -> ExtractiveProvider:
+        """This reader, labelling its answers as standing in for a model that failed as `how`
+        says: "failed", "timed_out", or "stopped" (mid-answer)."""
         stand_in = copy.copy(self)
-        stand_in._disclaimer = MODEL_FAILED
+        stand_in._disclaimer = FAILURE_LABELS[how]
         return stand_in
 
     def answer(self, messages: Sequence[Message]) -> str:

@@ -43,7 +43,7 @@ USER_AGENT = "agentic-rag/1.0"
 @dataclass(frozen=True)
 class Timeouts:
     connect_s: float = 5.0
-    first_token_s: float = 15.0  # request sent → first packet (streams; the probe uses 5 s)
+    first_token_s: float = 15.0  # request sent → a stream's first event (the probe uses 5 s)
     chunk_s: float = 30.0  # longest silence between two chunks of a stream
     total_s: float = 120.0  # the whole call, also the wait for a non-streamed reply
 
@@ -109,7 +109,7 @@ class OpenAICompatibleProvider:
         try:
             response = self._post(call, self._body(messages, options, stream=False), call.total_s)
             call.arm(call.total_s)
-            payload = self._read_json(response)
+            payload = self._read_json(response, call.total_s)
         finally:
             call.close()
         return self._completion(payload)
@@ -117,14 +117,19 @@ class OpenAICompatibleProvider:
     def stream(self, messages: Sequence[Message], options: CompletionOptions) -> Iterator[str]:
         call = _Call(self, options.timeout_s or self._timeouts.total_s)
         first_s = options.first_token_timeout_s or self._timeouts.first_token_s
+        first_by = time.monotonic() + first_s
         try:
             response = self._post(call, self._body(messages, options, stream=True), first_s)
             if not response.getheader("Content-Type", "").startswith("text/event-stream"):
                 # Some servers ignore `stream: true` and answer in one piece.
                 call.arm(call.total_s)
-                yield self._completion(self._read_json(response)).text
+                yield self._completion(self._read_json(response, call.total_s)).text
                 return
-            yield from _answer_pieces(self._events(call, response, first_s), self.name)
+            # The status line and the first event share one allowance: a server that sends its
+            # headers at once and then nothing has not answered either.
+            first_left_s = max(0.01, first_by - time.monotonic())
+            chunk_s = min(options.chunk_timeout_s or self._timeouts.chunk_s, self._timeouts.chunk_s)
+            yield from _answer_pieces(self._events(call, response, first_left_s, chunk_s), self.name)
         finally:
             call.close()
 
@@ -172,7 +177,9 @@ class OpenAICompatibleProvider:
             http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         )
         kwargs: dict[str, Any] = {"context": ssl.create_default_context()} if url.scheme == "https" else {}
-        call.connection = connection_class(url.hostname, url.port, timeout=self._timeouts.connect_s, **kwargs)
+        # A call given less time than a connection may take (a request near its deadline) gets only that.
+        connect_s = min(self._timeouts.connect_s, call.total_s)
+        call.connection = connection_class(url.hostname, url.port, timeout=connect_s, **kwargs)
         path = url.path + (f"?{url.query}" if url.query else "")
         try:
             with chat_slots().lent():  # waiting on the model: another chat run may compute meanwhile
@@ -195,7 +202,9 @@ class OpenAICompatibleProvider:
 
     # --- response ---------------------------------------------------------------------
 
-    def _events(self, call: _Call, response: http.client.HTTPResponse, first_s: float) -> Iterator[str]:
+    def _events(
+        self, call: _Call, response: http.client.HTTPResponse, first_s: float, chunk_s: float
+    ) -> Iterator[str]:
         """Yield the content deltas of an SSE stream until `[DONE]`."""
         is_finished = False
         phase_s = first_s
@@ -206,7 +215,7 @@ class OpenAICompatibleProvider:
                 if is_finished:
                     return
                 raise LLMUnavailable("connection closed in the middle of the stream", provider=self.name)
-            phase_s = self._timeouts.chunk_s
+            phase_s = chunk_s
             line = line.strip()
             if not line.startswith(b"data:"):
                 continue  # blank separators, `: keep-alive` comments, `event:` lines
@@ -224,7 +233,7 @@ class OpenAICompatibleProvider:
             with chat_slots().lent():
                 return response.readline()
         except TimeoutError as exc:
-            raise LLMTimeout(f"stream stalled: nothing for {phase_s:g} s", provider=self.name) from exc
+            raise LLMTimeout(f"stream stalled: nothing for {phase_s:.3g} s", provider=self.name) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise LLMUnavailable(f"connection lost mid-stream: {exc!r}", provider=self.name) from exc
 
@@ -240,14 +249,12 @@ class OpenAICompatibleProvider:
         choices = event.get("choices") or [{}]  # a usage-only event has no choices
         return choices[0] if isinstance(choices[0], dict) else {}
 
-    def _read_json(self, response: http.client.HTTPResponse) -> dict:
+    def _read_json(self, response: http.client.HTTPResponse, total_s: float) -> dict:
         try:
             with chat_slots().lent():
                 raw = response.read()
         except TimeoutError as exc:
-            raise LLMTimeout(
-                f"reply not complete within {self._timeouts.total_s:g} s", provider=self.name
-            ) from exc
+            raise LLMTimeout(f"reply not complete within {total_s:g} s", provider=self.name) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise LLMUnavailable(
                 f"connection lost while reading the reply: {exc!r}", provider=self.name

@@ -7,9 +7,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentic_rag.llm.base import (
+    CompletionOptions,
     LLMAuthError,
     LLMBadRequest,
     LLMEmptyReply,
@@ -145,12 +146,20 @@ class RetryPolicy:
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
     clock: Clock = field(default=time.monotonic, compare=False, repr=False)
 
-    def next_wait(self, errors: Sequence[LLMError], elapsed_s: float) -> float | None:
-        """Seconds to wait before trying again after errors, or None to give up on the provider."""
+    def next_wait(
+        self, errors: Sequence[LLMError], elapsed_s: float, left_s: float | None = None
+    ) -> float | None:
+        """Seconds to wait before trying again after errors, or None to give up on the provider.
+
+        left_s is what the request has left (None: no limit of its own); a wait that leaves
+        no time for the next try is not taken.
+        """
         if not errors or len(errors) >= self.max_attempts:
             return None
         wait = self._wait_for(errors)
         if wait is None or elapsed_s + wait > self.deadline_s:
+            return None
+        if left_s is not None and wait + MIN_CALL_S > left_s:
             return None
         return wait
 
@@ -173,3 +182,61 @@ class RetryPolicy:
         if error.retry_after is not None:
             return error.retry_after if error.retry_after <= self.max_retry_after_s else None
         return self.rate_limit_waits[count - 1]
+
+
+# Less time than this left for a model call is none: the fallback answers instead.
+MIN_CALL_S = 0.1
+
+
+class RequestBudget:
+    """How long one request may still wait on models, passed down to every call it makes.
+
+    Unbounded until a model fails in the request (an error, a timeout, or the caller giving
+    up on it); from then on all its model waits, retries included, end within
+    `after_failure_s`, and the fallback answers. `stall_s` is how long a stream may fall
+    silent mid-answer, from its first piece on. Thread-safe: a request's stages call
+    models side by side.
+    """
+
+    def __init__(
+        self, after_failure_s: float, stall_s: float | None = None, clock: Clock = time.monotonic
+    ) -> None:
+        self.after_failure_s = after_failure_s
+        self.stall_s = stall_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._deadline: float | None = None
+        self.why = ""  # the failure that opened the deadline
+
+    def note_failure(self, why: str) -> None:
+        """Open the deadline, unless an earlier failure did."""
+        with self._lock:
+            if self._deadline is None:
+                self._deadline = self._clock() + self.after_failure_s
+                self.why = why
+
+    def left_s(self) -> float | None:
+        """Seconds until the deadline (0 once past it); None while no model has failed."""
+        with self._lock:
+            return None if self._deadline is None else max(0.0, self._deadline - self._clock())
+
+    @property
+    def is_spent(self) -> bool:
+        left = self.left_s()
+        return left is not None and left < MIN_CALL_S
+
+    def bound(self, options: CompletionOptions, *, is_stream: bool) -> CompletionOptions:
+        """The options with their waits ending by the deadline.
+
+        A whole reply must arrive by then; a stream only its first piece: once the model
+        writes, the deadline does not cut it off, a silence longer than `stall_s` does.
+        """
+        changes: dict[str, float] = {}
+        if is_stream and self.stall_s is not None:
+            changes["chunk_timeout_s"] = min(options.chunk_timeout_s or self.stall_s, self.stall_s)
+        left = self.left_s()
+        if left is not None:
+            name = "first_token_timeout_s" if is_stream else "timeout_s"
+            asked = getattr(options, name)
+            changes[name] = max(MIN_CALL_S, min(asked, left) if asked else left)
+        return replace(options, **changes) if changes else options

@@ -8,12 +8,14 @@ from agentic_rag.llm import (
     BreakerOptions,
     BreakerState,
     CircuitBreaker,
+    CompletionOptions,
     LLMAuthError,
     LLMBadRequest,
     LLMBadResponse,
     LLMRateLimited,
     LLMTimeout,
     LLMUnavailable,
+    RequestBudget,
     RetryPolicy,
 )
 
@@ -149,3 +151,34 @@ def test_it_never_waits_past_the_deadline():
 
 def test_it_retries_timeouts_when_configured():
     assert RetryPolicy(retry_timeouts=True).next_wait([LLMTimeout("stalled")], 0) == 0.5
+
+
+def test_it_takes_no_wait_that_leaves_the_request_no_time_for_another_try():
+    errors = [LLMUnavailable("500", status=500)] * 2
+    assert RetryPolicy().next_wait(errors, 0.5, left_s=1.5) == 1.0
+    assert RetryPolicy().next_wait(errors, 0.5, left_s=1.05) is None  # 1 s wait, then 0.05 s to try
+
+
+def test_a_request_budget_is_unbounded_until_a_model_fails_then_runs_out(clock):
+    budget = RequestBudget(2.0, clock=clock)
+    clock.advance(60)
+    assert budget.left_s() is None and not budget.is_spent
+    budget.note_failure("primary: HTTP 500")
+    clock.advance(1.5)
+    budget.note_failure("primary: HTTP 500 again")  # the first failure set the deadline
+    assert budget.left_s() == 0.5 and budget.why == "primary: HTTP 500"
+    clock.advance(0.5)
+    assert budget.left_s() == 0 and budget.is_spent
+
+
+def test_a_request_budget_bounds_a_whole_reply_and_a_streams_first_token_not_the_stream(clock):
+    budget = RequestBudget(2.0, stall_s=1.5, clock=clock)
+    asked = CompletionOptions(timeout_s=30, first_token_timeout_s=10, chunk_timeout_s=20)
+    assert budget.bound(asked, is_stream=False) == asked  # no failure yet
+    assert budget.bound(asked, is_stream=True).chunk_timeout_s == 1.5  # silence is bounded always
+    budget.note_failure("timed out")
+    clock.advance(0.5)
+    whole, stream = budget.bound(asked, is_stream=False), budget.bound(asked, is_stream=True)
+    assert (whole.timeout_s, whole.first_token_timeout_s) == (1.5, 10)
+    assert (stream.timeout_s, stream.first_token_timeout_s, stream.chunk_timeout_s) == (30, 1.5, 1.5)
+    assert budget.bound(CompletionOptions(), is_stream=True).first_token_timeout_s == 1.5

@@ -18,10 +18,12 @@ from agentic_rag.llm import (
     Message,
     ModelRouter,
     OpenAICompatibleProvider,
+    RequestBudget,
     RetryPolicy,
     Timeouts,
 )
-from agentic_rag.llm.extractive import DISCLAIMER, MODEL_FAILED
+from agentic_rag.llm.extractive import DISCLAIMER, MODEL_FAILED, MODEL_STOPPED, MODEL_TIMED_OUT
+from agentic_rag.llm.router import CUT_MARK
 from agentic_rag.llm.testing import FakeOpenAIServer
 
 DOCUMENTS = '<documents><document id="1">The breaker opens above a 10% failure rate.</document></documents>'
@@ -169,7 +171,7 @@ def test_it_falls_back_to_extractive_when_the_first_token_is_late(fake_time, ser
     text = "".join(stream)
     assert time.monotonic() - started < 1.5
     assert stream.provider == "extractive"
-    assert text.startswith(MODEL_FAILED["en"])
+    assert text.startswith(MODEL_TIMED_OUT["en"])
     assert outcomes(stream.attempts) == [("primary", "error"), ("extractive", "ok")]
     assert "stalled" in stream.attempts[0].error
 
@@ -340,3 +342,61 @@ def test_a_reply_with_no_answer_moves_on_to_the_next_model(fake_time, server, ba
     server.reply(chunks=REASONING_ONLY)
     stream = make_router(fake_time, server, backup).stream(MESSAGES, OPTIONS)
     assert "".join(stream) == "The backup model answers." and stream.provider == "backup"
+
+
+# --- a request's budget: after a model's first failure, every wait ends by its deadline ----------
+
+
+def test_a_failure_leaves_the_request_only_its_budget_for_retries(fake_time, server):
+    server.fail(500, times=20)
+    router = make_router(fake_time, server).within(RequestBudget(2.0, clock=fake_time.clock))
+    completion = router.complete(MESSAGES, OPTIONS)
+    # 0.5 + 1 s waited; another 2 s would end past the deadline (the policy's own is 30 s).
+    assert fake_time.sleeps == [0.5, 1.0]
+    assert len(server.chat_requests) == 3
+    assert completion.provider == "extractive" and completion.text.startswith(MODEL_FAILED["en"])
+
+
+def test_a_spent_budget_skips_the_model_and_says_it_did_not_answer_in_time(fake_time, server):
+    budget = RequestBudget(2.0, clock=fake_time.clock)
+    budget.note_failure("rewrite: no model reply within its 500 ms budget")
+    fake_time.now += 2.0
+    stream = make_router(fake_time, server).within(budget).stream(MESSAGES, OPTIONS)
+    assert "".join(stream).startswith(MODEL_TIMED_OUT["en"])
+    assert server.chat_requests == []
+    assert outcomes(stream.attempts) == [("primary", "skipped"), ("extractive", "ok")]
+    assert "no time left: rewrite" in stream.attempts[0].error
+
+
+def test_after_a_failure_a_hung_model_gets_only_the_time_the_request_has_left(server):
+    server.reply(headers_delay_s=10)
+    patient = OpenAICompatibleProvider(server.base_url, "sk", "fake-model", Timeouts(first_token_s=10), name="p")
+    budget = RequestBudget(0.5)
+    budget.note_failure("intent: no model reply within its 350 ms budget")
+    started = time.monotonic()
+    text = "".join(ModelRouter([patient]).within(budget).stream(MESSAGES, OPTIONS))
+    assert time.monotonic() - started < 2  # not the provider's 10 s
+    assert text.startswith(MODEL_TIMED_OUT["en"])
+
+
+def test_the_budget_cuts_a_stream_that_falls_silent_mid_answer_and_the_reader_finishes_it(server, backup):
+    server.reply(stall_after=3, stall_s=10)
+    patient = OpenAICompatibleProvider(server.base_url, "sk", "fake-model", Timeouts(chunk_s=10), name="p")
+    router = ModelRouter([patient, provider_for(backup, "backup")]).within(RequestBudget(2.0, stall_s=0.3))
+    started = time.monotonic()
+    stream = router.stream(MESSAGES, OPTIONS, finish_with_fallback=True)
+    text = "".join(stream)
+    assert time.monotonic() - started < 2  # not the provider's 10 s
+    assert text.startswith("The breaker opens " + CUT_MARK + MODEL_STOPPED["en"])
+    assert "The breaker opens above a 10% failure rate. [1]" in text
+    assert stream.is_partial and stream.finished_by == "extractive" and stream.text == text
+    assert backup.chat_requests == []  # another model would not continue this one's sentence
+    assert outcomes(stream.attempts) == [("p", "ok"), ("p", "error"), ("extractive", "ok")]
+
+
+def test_a_stream_cut_mid_answer_is_finished_by_the_reader_when_asked(fake_time, server):
+    server.reply(cut_after=3)
+    stream = make_router(fake_time, server).stream(MESSAGES, OPTIONS, finish_with_fallback=True)
+    text = "".join(stream)
+    assert text.startswith("The breaker opens " + CUT_MARK + MODEL_STOPPED["en"])
+    assert stream.is_partial and stream.provider == "primary"
