@@ -338,6 +338,12 @@ LLM_PROBE_TIMEOUT_S = envfloat("LLM_PROBE_TIMEOUT_S", "5")
 LLM_RETRY_MAX_ATTEMPTS = envint("LLM_RETRY_MAX_ATTEMPTS", "10")
 LLM_RETRY_DEADLINE_S = envfloat("LLM_RETRY_DEADLINE_S", "30")
 LLM_RETRY_MAX_RETRY_AFTER_S = envfloat("LLM_RETRY_MAX_RETRY_AFTER_S", "10")
+# A chat request whose model failed (an error, a timeout, or no reply within a stage's hard
+# budget) waits on models at most LLM_FAILOVER_S more, retries included, before the
+# extractive reader answers; an answer stream silent for LLM_STALL_TIMEOUT_S mid-answer is
+# finished by the reader. Slower models want both, and CHAT_STAGE_BUDGETS_MS, raised.
+LLM_FAILOVER_S = envfloat("LLM_FAILOVER_S", "2")
+LLM_STALL_TIMEOUT_S = envfloat("LLM_STALL_TIMEOUT_S", "1.5")
 LLM_EXTRACTIVE_TOKENIZER = os.getenv("LLM_EXTRACTIVE_TOKENIZER", "knowledge.analysis.analyze")
 LLM_EXTRACTIVE_EXPANDER = os.getenv("LLM_EXTRACTIVE_EXPANDER", "knowledge.fusion.expand_query")
 # A model added on the settings page may read its key only from an environment variable whose

@@ -40,6 +40,7 @@ logger = logging.getLogger("chat.pipeline")
 POOL = DatabaseThreadPool(max_workers=8, thread_name_prefix="chat-stage")
 HISTORY_TURN_CHARS = 1000
 SEARCH_FAILED = "the search failed"
+STOPPED_MID_ANSWER = "the language model stopped mid-answer; the rest is quoted from the sources"
 
 
 def _memory(run: ChatRun) -> Outcome:
@@ -290,6 +291,11 @@ def _generate(run: ChatRun) -> Outcome:
     detail = f"{run.provider or 'llm'} · {len(run.pieces)} pieces" + (f" · {tries} attempts" if tries > 1 else "")
     if run.status == TraceStatus.CANCELLED:
         return Outcome(StageStatus.DONE, f"cancelled by the client: {detail}")
+    if finished_by := getattr(stream, "finished_by", ""):
+        # The answer is whole as an answer, but not the model's: stored as partial, saying why.
+        why = "; ".join(filter(None, [run.incomplete, STOPPED_MID_ANSWER]))
+        return Outcome(StageStatus.DONE, f"{detail} · stopped mid-answer, finished by {finished_by}",
+                       found={"incomplete": why})
     return Outcome(StageStatus.DONE, detail)
 
 

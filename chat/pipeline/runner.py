@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
 from agentic_rag.cpu_slots import chat_slots
-from agentic_rag.llm import LLMError, LLMStreamInterrupted, get_llm
+from agentic_rag.llm import LLMError, LLMStreamInterrupted, RequestBudget, get_llm
 from agentic_rag.tracing import trace_context
 from chat.models import TraceStatus
 from knowledge.retrieval import retrieve
@@ -73,7 +73,7 @@ def run_admitted(
     admitted: Admitted, *, emit: Emit, collaborators: Collaborators, cancelled: Callable[[], bool]
 ) -> ChatResult:
     """Run an admitted request through the graph and store what it leaves behind."""
-    run = ChatRun(admitted, collaborators, emit, cancelled)
+    run = ChatRun(admitted, _within_budget(collaborators), emit, cancelled)
     with chat_slots().held(), trace_context(run.trace_id):
         logger.info("chat request user=%s kb=%s chars=%d", run.conversation.user_id, route_of(run), len(run.message))
         session = {"session_id": run.conversation.session_id, "conversation_id": run.conversation.pk}
@@ -88,6 +88,15 @@ def run_admitted(
                 run.deliver(piece)
         finish(run)
     return fold_events(run.events)
+
+
+def _within_budget(collaborators: Collaborators) -> Collaborators:
+    """The collaborators with the model bound to a budget of this request's own, when it is a router."""
+    within = getattr(collaborators.llm, "within", None)
+    if within is None:
+        return collaborators
+    budget = RequestBudget(settings.LLM_FAILOVER_S, settings.LLM_STALL_TIMEOUT_S)
+    return replace(collaborators, llm=within(budget))
 
 
 def execute(run: ChatRun, graph: Graph) -> None:
@@ -161,6 +170,11 @@ def _wait(run: ChatRun, node: Node, future: Future, started: float) -> _Attempt:
     except FutureTimeout:
         # The thread cannot be stopped; what it finds later is dropped, as its Outcome is never applied.
         future.cancel()
+        budget = getattr(run.collaborators.llm, "budget", None)
+        if budget is not None:
+            # Only stages that wait on a model have a hard budget: that model is late, which
+            # counts as its first failure in this request.
+            budget.note_failure(f"{node.id}: no model reply within its {budget_ms} ms budget")
         start_ms = run.recorder.elapsed_ms() - budget_ms
         return _Attempt(None, OverBudget(f"over its {budget_ms} ms budget"), start_ms, float(budget_ms))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from agentic_rag.llm import CompletionOptions
+from agentic_rag.llm import CompletionOptions, ModelRouter
 from agentic_rag.llm.reader import UNTRANSLATED_SHARE
 from agentic_rag.llm.units import has_cjk
 from knowledge.candidates import Candidate
@@ -202,9 +202,12 @@ def open_stream(prompt: Prompt, llm: Any, *, max_tokens: int) -> Any:
 
     The router's model providers already drop `<think>` blocks across chunks; filtering
     again here would also cut the extractive provider's verbatim quotes of documents
-    that mention the tag.
+    that mention the tag. A router finishes an answer its model broke off with the
+    extractive reader's, so the person gets an answer and not an error.
     """
     options = CompletionOptions(temperature=prompt.temperature, max_tokens=max_tokens)
+    if isinstance(llm, ModelRouter):
+        return llm.stream(list(prompt.messages), options, finish_with_fallback=True)
     return llm.stream(list(prompt.messages), options)
 
 

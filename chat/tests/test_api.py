@@ -260,22 +260,6 @@ def test_it_ends_a_failed_stream_with_an_error_event(alice_client, monkeypatch):
     assert "fire" not in events[-1][1]["message"]  # internals stay in the log
 
 
-def test_it_ends_an_llm_failure_with_an_error_event_and_a_partial_message(alice_client, ready_kb, settings):
-    # A model that answers every request with the same stream cannot rewrite the query.
-    settings.CHAT_ENABLE_QUERY_REWRITE = False
-    settings.LLM_CHUNK_TIMEOUT_S = 0.3
-    settings.LLM_FIRST_TOKEN_TIMEOUT_S = 2
-    quiet = FakeReply(text="First words then the model goes quiet " * 5, stall_after=3, stall_s=5)
-    with configured_as_the_model(settings, quiet):
-        response = post_json(alice_client, STREAM, {"message": QUESTION, "kb": "alice-kb"})
-        events = parse_sse(response.streaming_content)
-    kinds = [kind for kind, _ in events]
-    assert "token" in kinds and kinds[-1] == "error" and "final" not in kinds
-    assert events[-1][1]["code"] == "llm_interrupted"
-    partial = Message.objects.get(role="assistant")
-    assert partial.partial and partial.content.startswith("First words")
-
-
 def test_it_cancels_the_run_and_keeps_a_partial_answer_when_the_client_leaves(
     alice_client, ready_kb, slow_llm
 ):

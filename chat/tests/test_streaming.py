@@ -7,6 +7,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
+from agentic_rag.llm import LLMUnavailable, ModelRouter
 from agentic_rag.llm.testing import FakeReply
 from chat.models import Message, Trace
 from chat.pipeline import ChatOptions, ChatRefused, ChatRequest, aiter_chat, iter_chat
@@ -71,10 +72,24 @@ async def test_it_raises_a_refusal_on_the_first_async_step(docs_kb, bob):
             pass
 
 
-def test_it_ends_with_an_error_event_when_the_model_stalls(docs_kb, alice, fake_server):
-    fake_server.default = FakeReply(chunks=("one ", "two ", "three "), stall_after=1, stall_s=30)
+class _BrokenReader:
+    """A fallback that cannot answer either."""
 
-    events = list(iter_chat(request(alice, enable_query_rewrite=False), llm=model_router(fake_server, chunk_s=0.3)))
+    name = "broken-reader"
+
+    def stream(self, messages, options):
+        raise LLMUnavailable("the reader is broken too", provider=self.name)
+
+
+def test_it_ends_with_an_error_event_when_the_model_stalls_and_nothing_can_finish_the_answer(
+    docs_kb, alice, fake_server
+):
+    fake_server.default = FakeReply(chunks=("one ", "two ", "three "), stall_after=1, stall_s=30)
+    stalling = model_router(fake_server, chunk_s=0.3)
+    llm = ModelRouter(stalling.providers, fallback=_BrokenReader())
+
+    events = list(iter_chat(request(alice, enable_query_rewrite=False), llm=llm))
 
     assert events[-1].type == "error" and events[-1].data["code"] == "llm_interrupted"
-    assert Message.objects.get(role="assistant").partial
+    message = Message.objects.get(role="assistant")
+    assert message.partial and message.content == "one "
