@@ -1,6 +1,6 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
 | bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
-| bench load [--sessions N] [--servers N | --url URL ...]
+| bench load [--sessions N] [--servers N | --url URL ...] | bench dead-model --kb SLUG [--questions N]
 | bench pages --kb SLUG [--runs N] [--load N [--rounds N] | --hostile-messages]"""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
+from evaluation.dead_model_bench import bench_dead_model
 from evaluation.document_chat_bench import bench_document_chat
 from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
 from evaluation.page_bench import bench_hostile_messages, bench_page_load, bench_pages
@@ -73,6 +74,12 @@ class Command(BaseCommand):
         document_chat.add_argument("--kb", required=True, metavar="SLUG")
         document_chat.add_argument("--runs", type=int, default=40, metavar="N", help="sections asked about and condensed")
         document_chat.add_argument("--json", action="store_true")
+        dead = sub.add_parser(
+            "dead-model", help="time the chat's fallback answers with a model that refuses, errs, hangs or stalls"
+        )
+        dead.add_argument("--kb", required=True, metavar="SLUG")
+        dead.add_argument("--questions", type=int, default=20, metavar="N", help="questions per broken model")
+        dead.add_argument("--json", action="store_true")
         pages = sub.add_parser(
             "pages", help="time every ready document's page and its memory; --load N: N pages and N chats at once on a server"
         )
@@ -102,7 +109,7 @@ class Command(BaseCommand):
             count = write_squad_corpus(options["squad"], options["out"], paragraphs_per_file=options["per_file"])
             self.stdout.write(f"wrote {count} files to {options['out']}")
             return
-        if options["target"] in ("chat", "document-chat"):
+        if options["target"] in ("chat", "document-chat", "dead-model"):
             kb = KnowledgeBase.objects.filter(slug=options["kb"]).select_related("owner").first()
             if kb is None:
                 raise CommandError(f"no knowledge base '{options['kb']}'")
@@ -111,6 +118,8 @@ class Command(BaseCommand):
             with quiet:
                 if options["target"] == "document-chat":
                     report = bench_document_chat(kb, kb.owner, runs=options["runs"])
+                elif options["target"] == "dead-model":
+                    report = bench_dead_model(kb, kb.owner, questions=options["questions"])
                 elif options["agent"]:
                     report = bench_agent(kb, kb.owner, options["agent"], queries=options["queries"])
                 else:
