@@ -2,10 +2,8 @@
 and a CPU-time check.
 
 The tests run few examples from a fixed seed, so CI stays fast and repeatable. `make fuzz`
-runs them long and random: `pytest -p agentic_rag.tests.linear_time_support
---hypothesis-profile=fuzz <the test_linear_time files>`. `-p` imports this module before
-pytest reads `--hypothesis-profile`, so the "fuzz" profile is registered in time, and a test
-module imported afterwards sees it loaded and takes its settings.
+runs them long and random: it loads the "fuzz" profile that the root conftest.py registers,
+and `linear_time_settings` then hands every test that profile.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ _QUIET = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 }
 settings.register_profile("linear-time", max_examples=25, derandomize=True, print_blob=True, **_QUIET)
-settings.register_profile("fuzz", max_examples=2000, **_QUIET)
 
 
 def linear_time_settings(max_examples: int | None = None) -> settings:
