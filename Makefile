@@ -36,15 +36,22 @@ test: $(VENV)/.installed chromium
 browser-test: $(VENV)/.installed
 	$(PY) -m pytest browser_tests -p no:asyncio
 
-# The property tests (hypothesis) searched long with fresh seeds, run after run, for FUZZ_S
-# seconds; the first failure stops it and hypothesis prints the example to turn into a test.
+# The property tests (hypothesis) searched with fresh seeds for FUZZ_S seconds: pass after
+# pass, each file in a new order with the "fuzz" profile's examples, the last pass cut at the
+# deadline. The first failure stops it, and hypothesis prints the example to keep as a test.
 FUZZ_S ?= 1800
 FUZZ_TESTS = $(wildcard */tests/test_*properties*.py */tests/test_linear_time*.py)
 fuzz: $(VENV)/.installed
-	@end=$$(( $$(date +%s) + $(FUZZ_S) )); runs=0; \
-	while [ $$(date +%s) -lt $$end ]; do \
-	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider $(FUZZ_TESTS) || exit 1; \
-	  runs=$$((runs + 1)); echo "fuzz: run $$runs clean"; \
+	@end=$$(( $$(date +%s) + $(FUZZ_S) )); passes=0; \
+	while :; do \
+	  for file in $$(printf '%s\n' $(FUZZ_TESTS) | shuf); do \
+	    left=$$(( end - $$(date +%s) )); rc=0; \
+	    [ $$left -gt 0 ] || { echo "fuzz: $(FUZZ_S) s clean, $$passes whole passes"; exit 0; }; \
+	    HYPOTHESIS_PROFILE=fuzz timeout --signal=INT $$left $(PY) -m pytest -x -q -p no:cacheprovider $$file || rc=$$?; \
+	    if [ $$rc -eq 124 ] || [ $$rc -eq 2 ]; then echo "fuzz: $(FUZZ_S) s clean, $$passes whole passes"; exit 0; fi; \
+	    [ $$rc -eq 0 ] || exit $$rc; \
+	  done; \
+	  passes=$$((passes + 1)); echo "fuzz: pass $$passes clean"; \
 	done
 
 # Browser tests drive Debian's Chromium, with a CJK font so Chinese text renders in

@@ -16,7 +16,7 @@ hypothesis_settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 hypothesis_settings.register_profile(
-    "fuzz", max_examples=20_000, derandomize=False, deadline=None, print_blob=True,
+    "fuzz", max_examples=500, derandomize=False, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
