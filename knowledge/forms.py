@@ -51,6 +51,9 @@ class KnowledgeBaseCreateForm(forms.ModelForm):
             # app.js fills it from the name until the user types one of their own.
             "slug": forms.TextInput(attrs={"data-slug-from": "id_name"}),
         }
+        # Slugs are unique across every owner: "already exists" would confirm that someone
+        # else's private knowledge base has this name.
+        error_messages = {"slug": {"unique": _("This short name is not available; choose another name.")}}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

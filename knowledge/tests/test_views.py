@@ -171,7 +171,7 @@ def test_it_creates_a_kb_owned_by_the_user(alice_client, alice):
         ("Specs", "lower-case"),
         ("has space", "valid"),
         ("new", "reserved"),
-        ("alice-kb", "already exists"),
+        ("alice-kb", "choose another name"),
         ("", "required"),
     ],
 )
