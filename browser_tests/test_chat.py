@@ -112,10 +112,13 @@ def test_it_streams_an_answer_with_stage_cards_citations_and_a_trace(page: Page,
     # The evidence card opens the document as text at the cited passage, marked, clear of the header.
     chat_url = page.url
     page.locator(".msg-assistant").last.locator("a.cite").first.click()
-    page.locator(".evidence-item.is-highlighted .ev-doc a").click()
-    page.wait_for_url(re.compile(r"/kb/chat-kb/documents/\d+/#chunk-\d+$"))
-    passage = page.locator(".passage:target")
-    expect(passage).to_be_visible()
+    link = page.locator(".evidence-item.is-highlighted .ev-doc a")
+    # The link names the chunk and, as a text fragment, the quoted sentence the browser marks.
+    chunk = re.search(r"#(chunk-\d+):~:text=", link.get_attribute("href")).group(1)
+    link.click()
+    page.wait_for_url(re.compile(r"/kb/chat-kb/documents/\d+/#chunk-\d+"))
+    passage = page.locator(f"#{chunk}")
+    expect(passage).to_be_in_viewport()
     expect(page.locator("[data-document-text] h2").first).to_be_visible()
     header = page.locator(".topbar").bounding_box()
     box = passage.bounding_box()

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote as percent_encode
 
 _PASSED = {"ok", "verified", "pass", "passed", "supported", "true"}
+WINDOW_CHARS = 600  # an evidence card shows about this much of its text
+LEAD_CHARS = 160  # of which, at most this much comes before the quote
+# Between two words of a quote the source may hold spacing or Markdown marks.
+_GAP = r"[\s*_`|>#]+"
+_EDGES = " \t\r\n.。!！?？;；:：,，、\"'“”‘’()（）*_`"
+_DIRECTIVE_WORDS = 4  # a text fragment names the quote by its first and last words
 
 
 @dataclass(frozen=True)
@@ -18,6 +26,10 @@ class EvidenceItem:
     score: float | None
     preview: str
     url: str
+    # The window of text around the cited quote, when an answer quoted this item.
+    before: str = ""
+    quote: str = ""
+    after: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,10 +101,86 @@ def _safe_url(value: Any) -> str:
 
 
 def message_evidence(message: Any) -> list[EvidenceItem]:
-    """Return the evidence an assistant message was answered from, as stored with it."""
+    """Return the evidence an assistant message was answered from, as stored with it, each
+    item opened at the first sentence the answer quoted from it."""
     debug = message.debug if isinstance(message.debug, Mapping) else {}
     stored = debug.get("evidence")
-    return evidence_items(stored if isinstance(stored, list) else message.citations)
+    if not isinstance(stored, list):
+        return evidence_items(message.citations)
+    texts = {entry.get("n"): str(entry.get("text") or "") for entry in stored if isinstance(entry, Mapping)}
+    quotes = _first_quotes(message.citations)
+    return [
+        at_quote(item, texts.get(item.n, ""), quotes[item.n]) if item.n in quotes else item
+        for item in evidence_items(stored)
+    ]
+
+
+def at_quote(item: EvidenceItem, text: str, quote: str) -> EvidenceItem:
+    """Show item as a window of text around quote, and link the page at the quote."""
+    found = find_quote(text, quote)
+    if found is None:
+        return item
+    start, end = found
+    before, after = quote_window(text, start, end)
+    return replace(item, before=before, quote=text[start:end], after=after, url=_with_text_fragment(item.url, text[start:end]))
+
+
+def find_quote(text: str, quote: str) -> tuple[int, int] | None:
+    """Where quote occurs in text, spacing, case and Markdown marks aside; None if nowhere."""
+    words = quote.strip(_EDGES).split()
+    if not words or not text:
+        return None
+    match = re.search(_GAP.join(map(re.escape, words)), text, flags=re.IGNORECASE)
+    return match.span() if match else None
+
+
+def quote_window(text: str, start: int, end: int, *, chars: int = WINDOW_CHARS) -> tuple[str, str]:
+    """The text shown before and after text[start:end]: a short lead-in, then the rest of the
+    window, each cut at a space and marked "…" where it cuts."""
+    lead = max(0, min(LEAD_CHARS, chars - (end - start)))
+    from_ = _space_after(text, start - lead) if start > lead else 0
+    to = _space_before(text, end + max(0, chars - (end - from_)), end)
+    before = ("…" if from_ else "") + text[from_:start]
+    after = text[end:to] + ("…" if to < len(text) else "")
+    return before, after
+
+
+def _space_after(text: str, index: int) -> int:
+    space = text.find(" ", index)
+    return space + 1 if space != -1 else index
+
+
+def _space_before(text: str, index: int, floor: int) -> int:
+    if index >= len(text):
+        return len(text)
+    space = text.rfind(" ", floor, index)
+    return space if space != -1 else index
+
+
+def _first_quotes(citations: Any) -> dict[int, str]:
+    quotes: dict[int, str] = {}
+    for citation in citations if isinstance(citations, list) else ():
+        if isinstance(citation, Mapping) and citation.get("quote") and str(citation.get("n", "")).isdigit():
+            quotes.setdefault(int(citation["n"]), str(citation["quote"]))
+    return quotes
+
+
+def _with_text_fragment(url: str, quote: str) -> str:
+    """Add a text directive so the browser scrolls the document's page to the quote itself
+    (#chunk-<id> alone stops at the top of a long passage)."""
+    words = re.sub(r"[*_`|>#]+", " ", quote).split()
+    if not url or "#" not in url or not words:
+        return url
+    if len(words) <= 2 * _DIRECTIVE_WORDS:
+        directive = _directive_part(words)
+    else:
+        directive = _directive_part(words[:_DIRECTIVE_WORDS]) + "," + _directive_part(words[-_DIRECTIVE_WORDS:])
+    return f"{url}:~:text={directive}"
+
+
+def _directive_part(words: list[str]) -> str:
+    # "-", "," and "&" mean something inside a text directive, so they are encoded too.
+    return percent_encode(" ".join(words), safe="").replace("-", "%2D")
 
 
 def message_verification(message: Any) -> Verification | None:
