@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -20,9 +21,9 @@ from celery import Task
 from celery.exceptions import Reject
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
-from agentic_rag.shutdown import is_stop_requested, request_stop
+from agentic_rag.shutdown import is_stop_requested, request_stop, wait_for_stop
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,27 @@ def postpone(task: Task, args: tuple[Any, ...]) -> None:
     if not task.request.is_eager:
         raise Reject(f"{task.name}{args!r}: the worker is shutting down", requeue=True) from None
     log.info("%s%r stopped for shutdown; the next start resumes it", task.name, args)
+
+
+def start_sweeper(sweep: Callable[[], object], interval_s: float) -> threading.Thread:
+    """Call `sweep` every `interval_s` seconds on a daemon thread, until the process stops.
+
+    Every server and worker process runs one, so the sweep needs no process of its own
+    (no Celery beat); what it does must be safe with several sweepers at once.
+    """
+
+    def sweep_until_stopped() -> None:
+        while not wait_for_stop(interval_s):
+            try:
+                sweep()
+            except Exception:  # a database that is away now may be back for the next round
+                log.exception("background sweep %s failed", getattr(sweep, "__name__", sweep))
+            finally:
+                connections.close_all()  # this thread's own, idle for a whole interval
+
+    sweeper = threading.Thread(target=sweep_until_stopped, name="background-sweeper", daemon=True)
+    sweeper.start()
+    return sweeper
 
 
 def notify_group(group: str, message: dict[str, Any]) -> None:

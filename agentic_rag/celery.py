@@ -2,7 +2,9 @@
 
 On a warm shutdown (SIGTERM) the running tasks stop at their next batch boundary and go
 back to the broker (agentic_rag.background.postpone), so the worker exits within its stop
-timeout and the work resumes on whichever worker takes it next.
+timeout and the work resumes on whichever worker takes it next. A worker killed outright
+leaves its task with the broker until the visibility timeout: every worker's main process
+sweeps for such dead runs instead (knowledge.liveness) and queues them again.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_shutting_down
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentic_rag.settings")
 
@@ -45,3 +47,15 @@ def listen_for_stop(**kwargs) -> None:
     from agentic_rag.shutdown import request_stop
 
     signal.signal(STOP_SIGNAL, lambda signum, frame: request_stop("Celery worker: shutdown"))
+
+
+@worker_ready.connect
+def sweep_for_dead_runs(**kwargs) -> None:
+    """Take over, every INGESTION_SWEEP_S, the ingestions of workers that were killed."""
+    from django.conf import settings
+
+    from agentic_rag.background import start_sweeper
+    from knowledge.tasks import sweep_stalled_ingestions
+
+    if settings.BACKGROUND_TASKS == "celery":  # a worker of another mode would queue to itself
+        start_sweeper(sweep_stalled_ingestions, settings.INGESTION_SWEEP_S)

@@ -209,6 +209,17 @@ SHUTDOWN_GRACE_S = envfloat("SHUTDOWN_GRACE_S", "5")
 # Test-only: pause this long at each batch boundary of background work, so a test can stop
 # a server while work is half done. Leave it 0.
 BACKGROUND_BATCH_DELAY_S = envfloat("BACKGROUND_BATCH_DELAY_S", "0")
+# Liveness of ingestion runs (knowledge.liveness). A run writes a heartbeat at its batch
+# boundaries, at most every INGESTION_HEARTBEAT_S; one silent for INGESTION_STALE_S died with
+# its process (a worker killed by SIGKILL or the OOM killer), and every server and worker
+# process sweeps for such runs every INGESTION_SWEEP_S and queues them again, without waiting
+# for the broker's visibility timeout. INGESTION_STALE_S must exceed the longest stage that
+# has no boundary inside (parsing the largest file allowed). A version whose runs die
+# INGESTION_MAX_INTERRUPTIONS times fails instead of killing worker after worker.
+INGESTION_STALE_S = envfloat("INGESTION_STALE_S", "60")
+INGESTION_HEARTBEAT_S = envfloat("INGESTION_HEARTBEAT_S", str(INGESTION_STALE_S / 6))
+INGESTION_SWEEP_S = envfloat("INGESTION_SWEEP_S", "10")
+INGESTION_MAX_INTERRUPTIONS = envint("INGESTION_MAX_INTERRUPTIONS", "3")
 # "auto": a language model extracts when one is configured, else the rules; "rules"; "llm".
 GRAPH_EXTRACTOR = os.getenv("GRAPH_EXTRACTOR", "auto")
 GRAPH_LLM_TIMEOUT_S = float(os.getenv("GRAPH_LLM_TIMEOUT_S", "30"))

@@ -6,6 +6,9 @@ been called (SIGTERM to daphne, a Celery worker's warm shutdown) it raises StopR
 there, and the task hands its work back: to the broker, which delivers it again, or to the
 next start of the server, which resumes it from the database as it does after a crash.
 
+A batch boundary is also where a run shows it is alive: work that registers a beat with
+`beating()` (ingestion's heartbeat, knowledge.liveness) has it called there.
+
 A request thread stuck in user code cannot be stopped that way, and Python's exit waits
 for it: `start_watchdog` ends the process anyway once a grace period has passed.
 """
@@ -17,7 +20,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import FrameType
 
 from django.conf import settings
@@ -25,6 +30,8 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 _stop = threading.Event()
+# Called at each batch boundary of the work running in this context (see `beating`).
+_beat: ContextVar[Callable[[], None] | None] = ContextVar("batch_beat", default=None)
 
 
 class StopRequested(Exception):
@@ -49,13 +56,31 @@ def reset() -> None:
     _stop.clear()
 
 
+def wait_for_stop(timeout: float) -> bool:
+    """Wait up to `timeout` seconds for a stop request; return whether one came."""
+    return _stop.wait(timeout)
+
+
 def at_batch_boundary() -> None:
-    """Raise StopRequested when the process is stopping; return at once otherwise."""
+    """Raise StopRequested when the process is stopping; else call the work's beat, if any."""
     delay = settings.BACKGROUND_BATCH_DELAY_S
     if delay:
         _stop.wait(delay)  # the test hook: hold work half-done, but never delay a stop
     if _stop.is_set():
         raise StopRequested
+    beat = _beat.get()
+    if beat is not None:
+        beat()  # may raise too: the work learns there that it should end
+
+
+@contextmanager
+def beating(beat: Callable[[], None]) -> Iterator[None]:
+    """Call `beat` at every batch boundary reached inside the block (in this thread or task)."""
+    token = _beat.set(beat)
+    try:
+        yield
+    finally:
+        _beat.reset(token)
 
 
 def exit_now(code: int) -> None:
@@ -127,4 +152,18 @@ def when_daphne_stops(callback: Callable[[], None]) -> bool:
     from twisted.internet import reactor
 
     reactor.addSystemEventTrigger("before", "shutdown", callback)
+    return True
+
+
+def when_daphne_starts(callback: Callable[[], None]) -> bool:
+    """Call `callback` in daphne's reactor thread as it starts serving; False without daphne.
+
+    Daphne (4.x) has no ASGI lifespan support, so this is how the server's own process, and
+    no management command or test that imports the application, runs work at start.
+    """
+    if "daphne.server" not in sys.modules:
+        return False
+    from twisted.internet import reactor
+
+    reactor.callWhenRunning(callback)
     return True

@@ -23,9 +23,10 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from agentic_rag.shutdown import StopRequested, at_batch_boundary
+from agentic_rag.shutdown import StopRequested, at_batch_boundary, beating
 
 from .chunking import ChunkingParams, ParentDraft, chunk_document
+from .liveness import TakenOver, claim_document, holds_claim, keep_claim, release_claim, release_for_new_version
 from .models import (
     IN_PROGRESS,
     Chunk,
@@ -132,6 +133,7 @@ def _store_submission(kb, name, data, sha256, *, source, user, note) -> SubmitOu
         return SubmitOutcome(name, "queued", _("queued"), document)
     retrying = document.sha256 == sha256
     document.version += 1
+    release_for_new_version(document)
     document.sha256, document.size, document.mime, document.source = sha256, len(data), mime, source
     document.status, document.progress, document.error = DocumentStatus.PENDING, 0, ""
     document.save()
@@ -183,7 +185,10 @@ def request_reingest(document: Document, *, enqueue: Callable[[int], None]) -> N
         document.refresh_from_db()
         document.version += 1
         document.status, document.progress, document.error = DocumentStatus.PENDING, 0, ""
-        document.save(update_fields=["version", "status", "progress", "error", "updated_at"])
+        release_for_new_version(document)
+        document.save(update_fields=[
+            "version", "status", "progress", "error", "heartbeat_at", "running_job", "interruptions", "updated_at"
+        ])
         transaction.on_commit(partial(enqueue, document.pk))
 
 
@@ -324,18 +329,24 @@ def run_ingestion(
     stages: Sequence[Stage] | None = None,
     params: ChunkingParams | None = None,
 ) -> IngestionJob | None:
-    """Ingest a document's newest version; a no-op when it is already live or gone."""
+    """Ingest a document's newest version; a no-op when it is already live, gone, or a live run has it."""
     document = Document.objects.select_related("kb").filter(pk=document_id).first()
     if document is None or (
         document.status == DocumentStatus.READY and document.live_version == document.version
     ):
         return None
-    run = IngestionRun(document, document.version, newest_bytes(document), params or chunking_params())
-    job = IngestionJob.objects.create(document=document, version=run.version, status=document.status)
+    job = IngestionJob.objects.create(document=document, version=document.version, status=document.status)
+    if not claim_document(document, job):
+        # A duplicate delivery while the first is running: a row for it would never end.
+        job.delete()
+        log.info("document %s: another run is ingesting it; this one is skipped", document_id)
+        return None
+    run = IngestionRun(document, job.version, newest_bytes(document), params or chunking_params())
     _discard_unpublished_chunks(document)
     try:
-        _run_stages(run, job, stages or pipeline_stages(), on_progress)
-        _publish(run, job, on_progress)
+        with beating(keep_claim(document.pk, job.pk)):
+            _run_stages(run, job, stages or pipeline_stages(), on_progress)
+            _publish(run, job, on_progress)
     except ParseError as error:
         _fail(run, job, str(error), on_progress)
     except Superseded:
@@ -349,9 +360,16 @@ def run_ingestion(
         # discards this one's unpublished chunks.
         _finish_job(job, "failed", error="interrupted: the process stopped; it runs again")
         raise
+    except TakenOver:
+        # This run went quiet for so long that a sweep judged it dead and queued another:
+        # the newer run owns the version now, so this one takes back only its own rows.
+        _finish_job(job, "failed", error="interrupted: another run took the document over")
+        Chunk.objects.filter(pk__in=[chunk.pk for chunk in run.stored]).delete()
     except Exception as error:
         log.exception("ingestion of document %s failed", document_id)
         _fail(run, job, f"internal error ({type(error).__name__}); see the server log", on_progress)
+    finally:
+        release_claim(document.pk, job.pk)
     return job
 
 
@@ -360,7 +378,7 @@ def give_up_ingestion(document_id: int, message: str, *, on_progress: ProgressCa
     document = Document.objects.filter(pk=document_id, status__in=IN_PROGRESS).first()
     if document is None:
         return
-    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.FAILED, error=message)
+    Document.objects.filter(pk=document.pk).update(status=DocumentStatus.FAILED, error=message, interruptions=0)
     on_progress(Progress(document.pk, document.kb_id, DocumentStatus.FAILED, "failed", 0, message))
 
 
@@ -386,14 +404,19 @@ def _run_stages(run, job, stages: Sequence[Stage], on_progress: ProgressCallback
 
 
 def _enter_stage(run, job, stage: Stage, percent: int, on_progress: ProgressCallback) -> None:
-    updated = Document.objects.filter(pk=run.document.pk, version=run.version).update(
-        status=stage.status, progress=percent, updated_at=timezone.now()
+    now = timezone.now()
+    updated = Document.objects.filter(pk=run.document.pk, version=run.version, running_job=job).update(
+        status=stage.status, progress=percent, heartbeat_at=now, updated_at=now
     )
     if not updated:
-        raise Superseded
+        raise Superseded if _is_superseded(run) else TakenOver
     job.status, job.stage, job.percent = stage.status, stage.name, percent
     job.save(update_fields=["status", "stage", "percent"])
     on_progress(_progress(run, stage.status, stage.name, percent))
+
+
+def _is_superseded(run: IngestionRun) -> bool:
+    return Document.objects.filter(pk=run.document.pk).exclude(version=run.version).exists()
 
 
 def _publish(run: IngestionRun, job: IngestionJob, on_progress: ProgressCallback) -> None:
@@ -403,6 +426,8 @@ def _publish(run: IngestionRun, job: IngestionJob, on_progress: ProgressCallback
         document = Document.objects.select_for_update().get(pk=run.document.pk)
         if document.version != run.version:
             raise Superseded
+        if not holds_claim(document, job):
+            raise TakenOver
         Chunk.objects.filter(document=document).exclude(version=run.version).delete()
         _mark_ready(document, run)
         document.kb.bump_content_version([document.pk])
@@ -420,6 +445,7 @@ def _mark_ready(document: Document, run: IngestionRun) -> None:
         tags.update(dict.fromkeys(parent.tags))
     document.live_version = run.version
     document.status, document.progress, document.error = DocumentStatus.READY, 100, ""
+    document.interruptions = 0
     document.char_count = parsed.char_count
     document.parent_count = len(run.parents)
     document.chunk_count = len(run.child_ids)
@@ -442,7 +468,7 @@ def _fail(run: IngestionRun, job: IngestionJob, message: str, on_progress: Progr
         version=document.live_version
     ).delete()
     Document.objects.filter(pk=document.pk, version=run.version).update(
-        status=DocumentStatus.FAILED, progress=0, error=message, updated_at=timezone.now()
+        status=DocumentStatus.FAILED, progress=0, error=message, interruptions=0, updated_at=timezone.now()
     )
     _finish_job(job, DocumentStatus.FAILED, error=message, timings=run.timings_ms)
     on_progress(_progress(run, DocumentStatus.FAILED, "failed", 0, error=message))

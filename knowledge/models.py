@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models, transaction
@@ -154,6 +155,12 @@ IN_PROGRESS = (
 )
 
 
+class DocumentQuerySet(models.QuerySet):
+    def stalled(self, cutoff: datetime) -> DocumentQuerySet:
+        """Documents in progress whose run last showed life before `cutoff`: its process died."""
+        return self.filter(status__in=IN_PROGRESS, heartbeat_at__lt=cutoff)
+
+
 class Document(models.Model):
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="documents")
     name = models.CharField(max_length=255, help_text="File name, unique in its knowledge base.")
@@ -180,6 +187,18 @@ class Document(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     ingested_at = models.DateTimeField(null=True, blank=True)
+    # The run ingesting the document holds it (knowledge.liveness): `running_job` names the
+    # run, which writes `heartbeat_at` at its batch boundaries; a heartbeat older than
+    # INGESTION_STALE_S is a dead run's, which a sweep takes over. `interruptions` counts the
+    # runs of this version that died, so the page can say so and a document that kills its
+    # worker every time fails instead of looping.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    running_job = models.ForeignKey(
+        "IngestionJob", models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    interruptions = models.PositiveSmallIntegerField(default=0)
+
+    objects = DocumentQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -201,6 +220,15 @@ class Document(models.Model):
     @property
     def is_live(self) -> bool:
         return self.live_version > 0
+
+    @property
+    def is_interrupted(self) -> bool:
+        """Whether a run of this version died and the next has not started yet."""
+        if not self.is_in_progress:
+            return False
+        if self.heartbeat_at is None:  # queued again by a sweep, or never started
+            return self.interruptions > 0
+        return self.heartbeat_at < timezone.now() - timedelta(seconds=settings.INGESTION_STALE_S)
 
 
 class DocumentFile(models.Model):

@@ -12,6 +12,7 @@ from agentic_rag.shutdown import StopRequested
 
 from .indexing import background_target, reembed_knowledge_base, upgrade_target
 from .ingest import TRANSIENT_ERRORS, give_up_ingestion, run_ingestion
+from .liveness import take_over_stalled
 from .models import IN_PROGRESS, Document, DocumentStatus, KnowledgeBase
 from .progress import BackgroundIndexing, publish_background_indexing, publish_progress
 from .signals import document_ingested
@@ -96,17 +97,25 @@ def resume_embedding_upgrades() -> list[int]:
 
 
 def resume_interrupted_ingestions() -> list[int]:
-    """Start again every ingestion a stopped server left in progress.
+    """Start again every ingestion a stopped server left queued or stopped at a boundary.
 
     In-process background tasks die with their server, leaving documents in parsing or
     embedding for good; the server calls this once when it starts. Ingestion discards the
-    leftovers of an interrupted run, so no chunk is duplicated. (With Celery the broker
-    delivers an unacknowledged task again instead: acks_late, reject_on_worker_lost.)
+    leftovers of an interrupted run, so no chunk is duplicated. A run that still holds its
+    document (a killed server's, or a command's in another process) is left to the sweep,
+    which takes it over once its heartbeat is stale. (With Celery the broker delivers an
+    unacknowledged task again instead: acks_late, reject_on_worker_lost.)
     """
-    interrupted = list(Document.objects.filter(status__in=IN_PROGRESS).values_list("pk", flat=True))
+    unclaimed = Document.objects.filter(status__in=IN_PROGRESS, heartbeat_at__isnull=True)
+    interrupted = list(unclaimed.values_list("pk", flat=True))
     for document_id in interrupted:
         enqueue_ingestion(document_id)
     return interrupted
+
+
+def sweep_stalled_ingestions() -> list[int]:
+    """Queue again the ingestions whose process died (every server and worker runs this on a timer)."""
+    return take_over_stalled(enqueue=enqueue_ingestion, on_progress=publish_progress)
 
 
 def enqueue_ingestion(document_id: int) -> None:
