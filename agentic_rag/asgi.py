@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 
 from django.core.asgi import get_asgi_application
 
@@ -17,14 +18,23 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from agentic_rag.background import dispatch, remember_server_loop, stop_background_work  # noqa: E402
+from agentic_rag.background import (  # noqa: E402
+    dispatch,
+    remember_server_loop,
+    start_sweeper,
+    stop_background_work,
+)
 from agentic_rag.body_limit import BodyLimitMiddleware  # noqa: E402
 from agentic_rag.locale import LocaleMiddleware  # noqa: E402
-from agentic_rag.shutdown import start_watchdog, when_daphne_stops  # noqa: E402
+from agentic_rag.shutdown import start_watchdog, when_daphne_starts, when_daphne_stops  # noqa: E402
 from chat.routing import websocket_urlpatterns as chat_websockets  # noqa: E402
 from graphrag.tasks import resume_interrupted_graph_builds  # noqa: E402
 from knowledge.routing import websocket_urlpatterns as knowledge_websockets  # noqa: E402
-from knowledge.tasks import resume_embedding_upgrades, resume_interrupted_ingestions  # noqa: E402
+from knowledge.tasks import (  # noqa: E402
+    resume_embedding_upgrades,
+    resume_interrupted_ingestions,
+    sweep_stalled_ingestions,
+)
 
 router = ProtocolTypeRouter(
     {
@@ -40,26 +50,55 @@ router = ProtocolTypeRouter(
 
 logger = logging.getLogger(__name__)
 _started = False
+_started_lock = threading.Lock()
 
 
-async def on_first_request() -> None:
-    """Once per server process: resume the background work a restart or a CLI left."""
+def _is_first_start() -> bool:
     global _started
-    if _started:
-        return
-    _started = True
+    with _started_lock:
+        first, _started = not _started, True
+    return first
+
+
+def resume_background_work() -> None:
+    """Resume the background work a restart or a CLI left, then sweep for dead runs on a timer."""
     if settings.BACKGROUND_TASKS == "inline":  # inline is for tests and commands
         return
+    resumes = [resume_interrupted_ingestions, resume_interrupted_graph_builds]
     if settings.BACKGROUND_TASKS == "thread":  # this process's tasks died with the last one
-        for resume in (resume_interrupted_ingestions, resume_interrupted_graph_builds):
+        for resume in resumes:
             try:
-                await sync_to_async(resume)()
+                resume()
             except Exception:
                 logger.exception("could not run %s", resume.__name__)
     try:
-        await sync_to_async(dispatch)(resume_embedding_upgrades)
-    except Exception:  # a broker that is down must not fail the request; the next start retries
+        dispatch(resume_embedding_upgrades)
+    except Exception:  # a broker that is down must not stop the server; the next start retries
         logger.exception("could not resume embedding upgrades")
+    start_sweeper(sweep_stalled_ingestions, settings.INGESTION_SWEEP_S)
+
+
+def start_server() -> None:
+    """As daphne starts serving: resume background work at once, not at the first request.
+
+    Runs in the reactor's thread, whose event loop the in-process tasks report progress on,
+    once that loop runs (tasks dispatched before would report on no loop). The database work
+    goes to a thread of its own, as Django refuses it on a running loop.
+    """
+    loop = asyncio.get_event_loop()
+    remember_server_loop(loop)
+    if _is_first_start():
+        resume = threading.Thread(target=resume_background_work, name="background-resume", daemon=True)
+        loop.call_soon(resume.start)
+
+
+async def on_first_request() -> None:
+    """Resume background work on the first request of a server that has no start hook here.
+
+    Daphne's start hook has done it already; another ASGI server gets here first.
+    """
+    if _is_first_start():
+        await sync_to_async(resume_background_work, thread_sensitive=False)()
 
 
 async def application(scope, receive, send):
@@ -80,4 +119,5 @@ def stop_server() -> None:
     start_watchdog(settings.SHUTDOWN_GRACE_S)
 
 
+when_daphne_starts(start_server)
 when_daphne_stops(stop_server)

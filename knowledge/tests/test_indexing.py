@@ -149,13 +149,14 @@ def test_the_server_resumes_upgrades_once_on_its_first_request(settings, monkeyp
 
     calls = []
     monkeypatch.setattr(asgi, "dispatch", lambda task, *args: calls.append(task.name))
+    monkeypatch.setattr(asgi, "start_sweeper", lambda sweep, interval_s: calls.append(sweep.__name__))
     monkeypatch.setattr(asgi, "_started", False)
     settings.BACKGROUND_TASKS = "thread"
 
     asyncio.run(asgi.on_first_request())
     asyncio.run(asgi.on_first_request())
 
-    assert calls == ["knowledge.tasks.resume_embedding_upgrades"]
+    assert calls == ["knowledge.tasks.resume_embedding_upgrades", "sweep_stalled_ingestions"]
 
 
 def test_a_broker_that_is_down_does_not_fail_the_first_request(settings, monkeypatch, caplog):
@@ -167,6 +168,7 @@ def test_a_broker_that_is_down_does_not_fail_the_first_request(settings, monkeyp
         raise ConnectionError("broker unreachable")
 
     monkeypatch.setattr(asgi, "dispatch", broker_down)
+    monkeypatch.setattr(asgi, "start_sweeper", lambda sweep, interval_s: None)
     monkeypatch.setattr(asgi, "_started", False)
     settings.BACKGROUND_TASKS = "celery"
 
