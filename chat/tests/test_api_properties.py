@@ -221,7 +221,7 @@ async def _exchange(path: str, cookie: str, sent: list) -> None:
     probe is refused naming its one field, which no other frame has."""
     headers = [(b"origin", b"http://127.0.0.1"), (b"cookie", cookie.encode())]
     communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)  # a loaded machine takes its time
     assert connected
     for frame in sent:
         await _send(communicator, frame)
