@@ -30,10 +30,22 @@
 
   document.addEventListener("htmx:wsAfterMessage", function () {
     var box = messages();
-    if (box && following) scrollToEnd(box);
+    if (box && following) followAnswer(box);
     keepNewestEvidence();
     showSessionInAddressBar();
   });
+
+  // Follow the answer being written, but never past its first line: a reader (on a phone,
+  // a few lines at a time) reads it from the start.
+  function followAnswer(box) {
+    var answers = box.querySelectorAll(".msg-assistant");
+    var latest = answers[answers.length - 1];
+    if (!latest) return scrollToEnd(box);
+    var question = latest.previousElementSibling;
+    var start = question && question.classList.contains("msg-user") ? question : latest;
+    var top = start.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop - 8;
+    box.scrollTop = Math.min(box.scrollHeight, Math.max(top, 0), box.scrollHeight - box.clientHeight);
+  }
 
   function keepNewestEvidence() {
     var active = document.querySelectorAll(".evidence-list.is-active");
@@ -149,6 +161,40 @@
     box.setSelectionRange(box.value.length, box.value.length);
   });
 
+  // On a phone the sessions and the answer's options are a sheet under the header.
+  function setSheetOpen(open) {
+    var root = chat();
+    var toggle = document.querySelector("[data-chat-sheet-toggle]");
+    if (!root || !toggle) return;
+    root.classList.toggle("sheet-open", open);
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  document.addEventListener("click", function (event) {
+    if (!(event.target instanceof Element)) return;
+    if (event.target.closest("[data-chat-sheet-toggle]")) {
+      var root = chat();
+      setSheetOpen(!(root && root.classList.contains("sheet-open")));
+    } else if (!event.target.closest("[data-chat-sheet]")) {
+      setSheetOpen(false);
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") setSheetOpen(false);
+  });
+
+  // The offline note: a tap opens its one line on a phone; ✕ puts it away in this browser.
+  document.addEventListener("click", function (event) {
+    if (!(event.target instanceof Element)) return;
+    var text = event.target.closest("[data-offline-text]");
+    if (text && !event.target.closest("a")) text.classList.toggle("is-open");
+    var dismiss = event.target.closest("[data-offline-dismiss]");
+    if (!dismiss) return;
+    dismiss.closest("[data-offline-note]").hidden = true;
+    try { localStorage.setItem("offline-note", "dismissed"); } catch (e) { /* private mode */ }
+  });
+
   // The stage panel opens and closes on click, and stays as the reader left it.
   function setPipelineOpen(panel, open) {
     panel.classList.toggle("is-compact", !open);
@@ -171,5 +217,7 @@
     var remembered = null;
     try { remembered = localStorage.getItem("pipeline-open"); } catch (e) { /* private mode */ }
     if (panel && remembered === "1") setPipelineOpen(panel, true);
+    var note = document.querySelector("[data-offline-note]");
+    try { if (note && localStorage.getItem("offline-note") === "dismissed") note.hidden = true; } catch (e) { /* private mode */ }
   });
 })();
