@@ -52,38 +52,68 @@ def browser():
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> Iterator[str]:
     """Serve the app on a free port from a migrated temporary VAR_DIR; yield its base URL."""
-    var_dir = tmp_path_factory.mktemp("var")
-    # The e5 upgrade of a KB's vectors takes minutes on CI machines; the page under test
-    # does not depend on which vectors serve.
-    env = {
-        **os.environ, "VAR_DIR": str(var_dir), "BACKGROUND_TASKS": "thread", "DEBUG": "true",
-        "EMBEDDER": "hashing-1024", "EMBEDDER_UPGRADE": "",
-    }
-    for name in ("REDIS_URL", "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
-        env.pop(name, None)
-    _manage(env, "migrate", "--noinput")
-    create_user = (
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}); "
-        f"get_user_model().objects.create_user({STAFF_USERNAME!r}, password={PASSWORD!r}, is_staff=True)"
-    )
-    _manage(env, "shell", "-c", create_user)
-    port = _free_port()
-    daphne = Path(sys.executable).with_name("daphne")
-    command = [str(daphne), "-b", "127.0.0.1", "-p", str(port), "agentic_rag.asgi:application"]
-    with open(var_dir / "daphne.log", "w") as log:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        base_url = f"http://127.0.0.1:{port}"
+    daphne = Daphne(tmp_path_factory.mktemp("var"))
+    daphne.start()
+    try:
+        yield daphne.base_url
+    finally:
+        daphne.stop()
+
+
+@pytest.fixture
+def restartable_server(tmp_path_factory) -> Iterator[Daphne]:
+    """A server of the test's own, to stop and start again on the same port."""
+    daphne = Daphne(tmp_path_factory.mktemp("var"))
+    daphne.start()
+    try:
+        yield daphne
+    finally:
+        daphne.stop()
+
+
+class Daphne:
+    """Daphne serving the app from a fresh VAR_DIR (migrated, with the test users) on one port."""
+
+    def __init__(self, var_dir: Path) -> None:
+        self.var_dir = var_dir
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+        # The e5 upgrade of a KB's vectors takes minutes on CI machines; the page under test
+        # does not depend on which vectors serve.
+        self.env = {
+            **os.environ, "VAR_DIR": str(var_dir), "BACKGROUND_TASKS": "thread", "DEBUG": "true",
+            "EMBEDDER": "hashing-1024", "EMBEDDER_UPGRADE": "",
+        }
+        for name in ("REDIS_URL", "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+            self.env.pop(name, None)
+        _manage(self.env, "migrate", "--noinput")
+        create_user = (
+            "from django.contrib.auth import get_user_model; "
+            f"get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r}); "
+            f"get_user_model().objects.create_user({STAFF_USERNAME!r}, password={PASSWORD!r}, is_staff=True)"
+        )
+        _manage(self.env, "shell", "-c", create_user)
+
+    def start(self) -> None:
+        """Start serving and return once the login page answers."""
+        daphne = Path(sys.executable).with_name("daphne")
+        command = [str(daphne), "-b", "127.0.0.1", "-p", str(self.port), "agentic_rag.asgi:application"]
+        log = self.var_dir / "daphne.log"
+        with open(log, "a") as output:
+            self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=output, stderr=subprocess.STDOUT)
+        _wait_until_up(self.base_url, self.process, log)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            _wait_until_up(base_url, process, var_dir / "daphne.log")
-            yield base_url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
 
 
 @pytest.fixture

@@ -4,6 +4,16 @@
   "use strict";
 
   var STICK_PX = 80; // closer than this to the bottom: follow the streamed answer
+  var RECONNECT_FIRST_MS = 250;
+  var RECONNECT_CAP_MS = 2000; // a restarted server is found again within this of answering
+
+  // Capped exponential backoff with jitter (htmx's default grows to a minute); the count
+  // starts again once a socket opens.
+  function reconnectDelay(retryCount) {
+    var ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_FIRST_MS * Math.pow(2, retryCount));
+    return ceiling / 2 + Math.random() * ceiling / 2;
+  }
+  if (window.htmx) window.htmx.config.wsReconnectDelay = reconnectDelay;
 
   function chat() {
     return document.querySelector("[data-chat]");
@@ -118,7 +128,8 @@
     if (!(box instanceof HTMLTextAreaElement) || !box.form || !box.form.hasAttribute("data-chat-form")) return;
     if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
     event.preventDefault();
-    if (box.value.trim()) box.form.requestSubmit();
+    // One message waits for the connection at a time.
+    if (box.value.trim() && !box.form.hasAttribute("data-queued")) box.form.requestSubmit();
   });
 
   document.addEventListener("htmx:wsAfterSend", function (event) {
@@ -126,14 +137,37 @@
     if (form) form.querySelector("textarea").value = "";
   });
 
-  // A lost connection is said, Send waits for it to come back (htmx reconnects with backoff),
-  // and the message being written stays in the box.
-  function setConnected(connected) {
+  // A lost connection is said. A message sent meanwhile waits in htmx's queue and goes once
+  // the socket is back; until then it stays in the box, read-only, and Send waits for it.
+  var connected = false;
+
+  function setConnected(isConnected) {
+    connected = isConnected;
     var note = document.querySelector("[data-connection]");
-    var send = document.querySelector("[data-send]");
     if (note) note.hidden = connected;
-    if (send) send.disabled = !connected;
   }
+
+  function setQueued(form, queued) {
+    var note = document.querySelector("[data-connection]");
+    if (note && queued) {
+      note.setAttribute("data-lost-text", note.textContent);
+      note.textContent = note.getAttribute("data-queued-text");
+    } else if (note && note.hasAttribute("data-lost-text")) {
+      note.textContent = note.getAttribute("data-lost-text");
+    }
+    form.toggleAttribute("data-queued", queued);
+    form.querySelector("textarea").readOnly = queued;
+    form.querySelector("[data-send]").disabled = queued;
+  }
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target instanceof Element ? event.target.closest("[data-chat-form]") : null;
+    if (form && !connected) setQueued(form, true);
+  });
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    var form = event.target instanceof Element ? event.target.closest("[data-chat-form]") : null;
+    if (form && form.hasAttribute("data-queued")) setQueued(form, false);
+  });
   document.addEventListener("htmx:wsClose", function () { setConnected(false); });
   document.addEventListener("htmx:wsError", function () { setConnected(false); });
   document.addEventListener("htmx:wsOpen", function () { setConnected(true); });
