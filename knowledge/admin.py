@@ -55,6 +55,8 @@ class DocumentAdmin(ReadableRowsAdmin):
     readonly_fields = [
         "sha256", "size", "mime", "version", "live_version", "status", "progress",
         "char_count", "parent_count", "chunk_count", "created_at", "updated_at", "ingested_at",
+        # The running ingestion's claim (knowledge.liveness): a form must never write it back.
+        "heartbeat_at", "running_job", "interruptions",
     ]
     inlines = [DocumentVersionInline, IngestionJobInline]
     actions = ["reingest"]
