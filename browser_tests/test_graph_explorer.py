@@ -96,9 +96,22 @@ def test_it_explores_a_kbs_graph(page: Page, tmp_path_factory, screenshots: Path
     page.wait_for_url("**/kb/graph-kb/graph/")
     graph = page.locator("[data-graph]")
     expect(page.locator("[data-graph-canvas] canvas").first).to_be_visible()
+    # It opens on the relations documents state, co-occurrence links off behind a switch.
+    status = page.locator("[data-graph-status]")
+    expect(status).to_contain_text("Showing 3 of 3 entities · 2 links")
+    switch = page.get_by_role("switch", name=re.compile(r"Co-occurrence links \(520\)"))
+    expect(switch).not_to_be_checked()
+    expect(graph).to_have_attribute("data-layout", "still", timeout=30_000)
+    page.wait_for_timeout(600)  # the zoom to fit
+    page.screenshot(path=str(screenshots / "graph-explorer-default.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(switch).to_be_visible()
+    page.screenshot(path=str(screenshots / "graph-explorer-default-390.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    switch.check()
     total = FILLERS + 4
     expect(graph).to_have_attribute("data-loaded", "500")
-    status = page.locator("[data-graph-status]")
     expect(status).to_contain_text(f"Showing 500 of {total} entities")
 
     more = page.locator("[data-graph-more]")

@@ -1,9 +1,11 @@
 """The explorer's reads: batches of nodes with their links, search, a node's detail, filters.
 
-The canvas never receives the whole graph: a batch holds the most mentioned entities after
-the previous one, with the links among what the browser holds after it, so a KB of thousands
-of entities opens as fast as a small one and grows on "Show more". Every function runs a
-fixed number of queries, whatever the graph's size.
+The canvas never receives the whole graph: a batch holds the most mentioned entities (or the
+members of the biggest communities first) after the previous one, with the links among what the
+browser holds after it, so a KB of thousands of entities opens as fast as a small one and grows
+on "Show more". Co-occurrence links (two names in one passage) can be left out: in a large KB
+they outnumber the relations documents state and draw a hairball. Every function runs a fixed
+number of queries, whatever the graph's size.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from knowledge.models import KnowledgeBase
 
+from .extraction import CO_OCCURS
 from .models import Entity, EntityType, Mention, Relation
 
 BATCH = 500  # nodes per data.json answer unless asked for fewer
@@ -48,6 +51,8 @@ class GraphQuery:
     types: tuple[str, ...] = ()
     relations: tuple[str, ...] = ()
     text: str = ""
+    has_cooccurrence: bool = True  # False: only relations a document states, and their entities
+    by_community: bool = False  # rank the members of bigger communities first
 
 
 def graph_batch(kb: KnowledgeBase, query: GraphQuery) -> dict:
@@ -75,13 +80,22 @@ def _filtered_entities(kb: KnowledgeBase, query: GraphQuery) -> QuerySet[Entity]
     entities = _matching(Entity.objects.filter(kb=kb), query.text)
     if query.types:
         entities = entities.filter(type__in=query.types)
-    if query.relations:
-        related = Relation.objects.filter(kb=kb, relation__in=query.relations)
+    if query.relations or not query.has_cooccurrence:
+        related = _relations(Relation.objects.filter(kb=kb), query)
         entities = entities.filter(
             Q(pk__in=related.values("source_id")) | Q(pk__in=related.values("target_id"))
         )
     # The pk breaks ties, so batches never overlap or skip an entity.
-    return entities.order_by("-mention_count", "name", "pk")
+    ranking = ("-mention_count", "name", "pk")
+    if query.by_community:
+        ranking = (F("community__size").desc(nulls_last=True), "community_id", *ranking)
+    return entities.order_by(*ranking)
+
+
+def _relations(relations: QuerySet[Relation], query: GraphQuery) -> QuerySet[Relation]:
+    if query.relations:
+        relations = relations.filter(relation__in=query.relations)
+    return relations if query.has_cooccurrence else relations.exclude(relation=CO_OCCURS)
 
 
 def _matching(entities: QuerySet[Entity], text: str) -> QuerySet[Entity]:
@@ -95,11 +109,9 @@ def _matching(entities: QuerySet[Entity], text: str) -> QuerySet[Entity]:
 def _links(kb: KnowledgeBase, batch: list[int], known: QuerySet, query: GraphQuery) -> list[dict]:
     if not batch:
         return []
-    relations = Relation.objects.filter(kb=kb).filter(
+    relations = _relations(Relation.objects.filter(kb=kb), query).filter(
         Q(source_id__in=batch, target_id__in=known) | Q(target_id__in=batch, source_id__in=known)
     )
-    if query.relations:
-        relations = relations.filter(relation__in=query.relations)
     # One link per pair and relation name, however many documents state it.
     rows = (
         relations.values("source_id", "target_id", "relation")
@@ -123,16 +135,19 @@ def page_context(kb: KnowledgeBase) -> dict:
     type_counts = dict(
         Entity.objects.filter(kb=kb).values_list("type").annotate(n=Count("id")).order_by()
     )
-    relations = (
+    relations = list(
         Relation.objects.filter(kb=kb).values("relation")
-        .annotate(n=Count("id"), weight=Max("weight")).order_by("-n", "relation")[:RELATIONS_LISTED]
+        .annotate(n=Count("id"), weight=Max("weight")).order_by("-n", "relation")[:RELATIONS_LISTED + 1]
     )
+    cooccurrences = next((row["n"] for row in relations if row["relation"] == CO_OCCURS), 0)
     return {
+        # The explicit relations are the filters; co-occurrence has a switch of its own.
+        "relations": [row for row in relations if row["relation"] != CO_OCCURS][:RELATIONS_LISTED],
+        "cooccurrences": cooccurrences,
         "types": [
             (value, TYPE_LABELS.get(value, label), type_counts.get(value, 0))
             for value, label in EntityType.choices
         ],
-        "relations": list(relations),
         "entity_total": sum(type_counts.values()),
         "build": kb.graph_builds.first(),
         "batch": BATCH,

@@ -26,6 +26,8 @@ class GraphDataForm(forms.Form):
     type = forms.MultipleChoiceField(choices=EntityType.choices, required=False)
     relation = NamesField(required=False)
     q = forms.CharField(max_length=200, required=False)
+    links = forms.ChoiceField(choices=[("all", "all"), ("explicit", "explicit")], required=False)
+    order = forms.ChoiceField(choices=[("mentions", "mentions"), ("community", "community")], required=False)
 
     def clean_limit(self) -> int:
         # A cap, not an error: a client asking for everything gets the largest batch.
@@ -36,6 +38,7 @@ class GraphDataForm(forms.Form):
         return GraphQuery(
             offset=data["offset"] or 0, limit=data["limit"], types=tuple(data["type"]),
             relations=tuple(data["relation"]), text=data["q"],
+            has_cooccurrence=data["links"] != "explicit", by_community=data["order"] == "community",
         )
 
 

@@ -138,7 +138,10 @@ def test_it_renders_the_explorer_for_the_owner(alice_client, graph, kb):
     assert "vendor/force-graph/force-graph.min.js" in html
     assert "graphrag/explorer.js" in html
     assert html.count('name="type"') == len(EntityType.choices)
-    assert 'name="relation" value="uses"' in html and 'name="relation" value="co_occurs"' in html
+    assert 'name="relation" value="uses"' in html
+    # Co-occurrence is not one relation among the others but a switch, off while documents state relations.
+    assert 'name="relation" value="co_occurs"' not in html
+    assert "Co-occurrence links (1)" in html and "data-graph-cooccurrence>" in html
     assert "build_graph" not in html
 
 
@@ -239,6 +242,23 @@ def test_it_filters_by_relation(alice_client, graph, kb):
     assert uses["links"] == [
         {"source": graph["graphrag"].pk, "target": graph["redis"].pk, "relation": "uses", "weight": 1.0}
     ]
+
+
+def test_it_leaves_co_occurrence_out_when_asked(alice_client, graph, kb):
+    explicit = data(alice_client, kb, links="explicit")
+
+    assert {node["name"] for node in explicit["nodes"]} == {"GraphRAG", "Redis"}
+    assert [link["relation"] for link in explicit["links"]] == ["uses"]
+    assert {link["relation"] for link in data(alice_client, kb, links="all")["links"]} == {"uses", "co_occurs"}
+
+
+def test_it_ranks_the_biggest_communities_first_when_asked(alice_client, graph, kb):
+    small = Community.objects.create(kb=kb, title="Alone", size=1)
+    make_entity(kb, "Milvus", type=EntityType.STORAGE, mention_count=50, community=small)
+
+    assert [node["name"] for node in data(alice_client, kb)["nodes"]][0] == "Milvus"
+    ranked = [node["name"] for node in data(alice_client, kb, order="community")["nodes"]]
+    assert ranked == ["GraphRAG", "Redis", "Milvus", "networkx"]
 
 
 def test_it_filters_by_name(alice_client, graph, kb):

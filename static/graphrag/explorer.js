@@ -10,6 +10,7 @@
   var LABEL_ZOOM = 2.2; // from this zoom on every node is labelled
   var LABELLED_TOP = 25; // below it, only the most mentioned nodes are
   var ARROW_ZOOM = 1.2; // arrows cost a path each: only once they can be seen
+  var FIT_MAX_ZOOM = 3; // a graph of a few nodes is fitted no closer than this
 
   var root, canvasBox, graph, statusLine, moreButton;
   var nodes = new Map(); // id -> node object (force-graph adds x, y, vx, vy)
@@ -20,7 +21,7 @@
   var total = 0;
   var generation = 0; // a filter change makes older answers stale
   var loading = false;
-  var filters = { types: null, relations: null }; // null: no filter
+  var filters = { types: null, relations: null, cooccurrence: true }; // null: no filter
   var paint = { types: {} }; // colour strings, built once per theme: accessors run every frame
   var hovered = null;
   var selected = null;
@@ -232,6 +233,8 @@
     params.set("limit", root.getAttribute("data-batch"));
     (filters.types || []).forEach(function (type) { params.append("type", type); });
     (filters.relations || []).forEach(function (name) { params.append("relation", name); });
+    if (!filters.cooccurrence) params.set("links", "explicit");
+    params.set("order", "community"); // the biggest communities first, whole
     return root.getAttribute("data-url") + "?" + params.toString();
   }
 
@@ -290,8 +293,15 @@
     return checked.length === boxes.length ? null : checked.map(function (box) { return box.value; });
   }
 
+  function hasCooccurrence() {
+    var toggle = root.querySelector("[data-graph-cooccurrence]");
+    return !toggle || toggle.checked;
+  }
+
   function applyFilters(form) {
-    filters = { types: checkedValues(form, "type"), relations: checkedValues(form, "relation") };
+    filters = {
+      types: checkedValues(form, "type"), relations: checkedValues(form, "relation"), cooccurrence: hasCooccurrence(),
+    };
     generation += 1;
     reset();
     load();
@@ -374,6 +384,14 @@
     return node;
   }
 
+  // Fit the graph to the canvas, but not so close that three nodes fill it.
+  function fitView() {
+    graph.zoomToFit(400, 40);
+    setTimeout(function () {
+      if (graph.zoom() > FIT_MAX_ZOOM) graph.zoom(FIT_MAX_ZOOM, 300);
+    }, 420);
+  }
+
   function sizeToBox() {
     graph.width(canvasBox.clientWidth).height(canvasBox.clientHeight);
   }
@@ -413,7 +431,7 @@
         if (centrePending) {
           centreOnSelected();
         } else if (!fitted && nodes.size) {
-          graph.zoomToFit(400, 40);
+          fitView();
         }
         fitted = true;
       })
@@ -435,12 +453,13 @@
     moreButton.addEventListener("click", function () {
       if (!loading) load();
     });
-    root.querySelector("[data-graph-fit]").addEventListener("click", function () {
-      graph.zoomToFit(400, 40);
-    });
+    root.querySelector("[data-graph-fit]").addEventListener("click", fitView);
     var filterForm = root.querySelector("[data-graph-filters]");
     filterForm.addEventListener("change", function () { applyFilters(filterForm); });
     filterForm.addEventListener("submit", function (event) { event.preventDefault(); });
+    var cooccurrence = root.querySelector("[data-graph-cooccurrence]");
+    if (cooccurrence) cooccurrence.addEventListener("change", function () { applyFilters(filterForm); });
+    filters.cooccurrence = hasCooccurrence();
     document.getElementById("graph-q").addEventListener("input", matchSearch);
     // However the panel was asked for (a search result, a neighbour, a click on the canvas),
     // the entity it shows is the selection.
