@@ -213,9 +213,9 @@ BACKGROUND_BATCH_DELAY_S = envfloat("BACKGROUND_BATCH_DELAY_S", "0")
 # boundaries, at most every INGESTION_HEARTBEAT_S; one silent for INGESTION_STALE_S died with
 # its process (a worker killed by SIGKILL or the OOM killer), and every server and worker
 # process sweeps for such runs every INGESTION_SWEEP_S and queues them again, without waiting
-# for the broker's visibility timeout. INGESTION_STALE_S must exceed the longest stage that
-# has no boundary inside (parsing the largest file allowed). A version whose runs die
-# INGESTION_MAX_INTERRUPTIONS times fails instead of killing worker after worker.
+# for the broker's visibility timeout. Parsing and chunking, which have no boundary inside,
+# beat from a thread meanwhile, so a large file's parse is not taken for a dead run. A version
+# whose runs die INGESTION_MAX_INTERRUPTIONS times fails instead of killing worker after worker.
 INGESTION_STALE_S = envfloat("INGESTION_STALE_S", "60")
 INGESTION_HEARTBEAT_S = envfloat("INGESTION_HEARTBEAT_S", str(INGESTION_STALE_S / 6))
 INGESTION_SWEEP_S = envfloat("INGESTION_SWEEP_S", "10")

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import mimetypes
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,15 @@ from django.utils.translation import gettext as _
 from agentic_rag.shutdown import StopRequested, at_batch_boundary, beating
 
 from .chunking import ChunkingParams, ParentDraft, chunk_document
-from .liveness import TakenOver, claim_document, holds_claim, keep_claim, release_claim, release_for_new_version
+from .liveness import (
+    TakenOver,
+    beating_meanwhile,
+    claim_document,
+    holds_claim,
+    keep_claim,
+    release_claim,
+    release_for_new_version,
+)
 from .models import (
     IN_PROGRESS,
     Chunk,
@@ -230,6 +239,8 @@ class Stage:
     name: str
     status: str  # the document status shown while the stage runs
     run: Callable[[IngestionRun], None]
+    # It has no batch boundary inside and writes nothing, so a thread beats for it meanwhile.
+    beats_meanwhile: bool = False
 
 
 class Superseded(Exception):
@@ -283,8 +294,8 @@ def _chunk_row(draft, level: int, common: dict, *, parent=None, section=None) ->
 
 
 CORE_STAGES: tuple[Stage, ...] = (
-    Stage("parse", DocumentStatus.PARSING, parse_stage),
-    Stage("chunk", DocumentStatus.CHUNKING, chunk_stage),
+    Stage("parse", DocumentStatus.PARSING, parse_stage, beats_meanwhile=True),
+    Stage("chunk", DocumentStatus.CHUNKING, chunk_stage, beats_meanwhile=True),
     Stage("store", DocumentStatus.CHUNKING, store_stage),
 )
 _STATUS_ORDER = [DocumentStatus.EMBEDDING, DocumentStatus.INDEXING]
@@ -399,7 +410,8 @@ def _run_stages(run, job, stages: Sequence[Stage], on_progress: ProgressCallback
         percent = round(100 * position / (len(stages) + 1))
         _enter_stage(run, job, stage, percent, on_progress)
         started = perf_counter()
-        stage.run(run)
+        with beating_meanwhile(run.document.pk, job.pk) if stage.beats_meanwhile else nullcontext():
+            stage.run(run)
         run.timings_ms[stage.name] = round((perf_counter() - started) * 1000, 3)
 
 

@@ -11,10 +11,13 @@ of the claim is one conditional UPDATE, so of two sweepers or two runs only one 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -58,6 +61,32 @@ def keep_claim(document_id: int, job_id: int) -> Callable[[], None]:
         last = now
 
     return beat
+
+
+@contextmanager
+def beating_meanwhile(document_id: int, job_id: int) -> Iterator[None]:
+    """Write the run's heartbeat from a thread while the block runs: for a stage with no batch
+    boundary inside (parsing or chunking a large file), which would otherwise go silent for
+    longer than INGESTION_STALE_S and be taken for dead. The thread dies with the process,
+    so a killed run still goes quiet."""
+    done = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not done.wait(settings.INGESTION_HEARTBEAT_S):
+                Document.objects.filter(pk=document_id, running_job_id=job_id).update(heartbeat_at=timezone.now())
+        except Exception:  # a heartbeat is best effort; the run learns of a lost claim at its next stage
+            log.warning("document %s: the heartbeat thread stopped", document_id, exc_info=True)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{document_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def holds_claim(document: Document, job: IngestionJob) -> bool:

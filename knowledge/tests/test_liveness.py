@@ -204,3 +204,23 @@ def test_the_pages_say_interrupted_resuming_until_the_next_run_starts(kb, settin
 
     assert "Interrupted, resuming" not in alice_client.get(kb_page).content.decode()
     assert "Interrupted, resuming" not in alice_client.get(document_page).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)  # the heartbeat thread sees only committed rows
+def test_a_long_stage_with_no_boundary_inside_keeps_beating_and_is_not_taken_for_dead(kb, settings):
+    settings.INGESTION_STALE_S, settings.INGESTION_HEARTBEAT_S = 0.6, 0.1
+    document = _upload(kb)
+    swept: list[list[int]] = []
+
+    def slow_parse(run) -> None:  # a large file's parse: no boundary for longer than the stale limit
+        import time
+
+        time.sleep(1.0)
+        swept.append(_sweep())
+        run.parsed = None
+
+    stages = [Stage("parse", DocumentStatus.PARSING, slow_parse, beats_meanwhile=True)]
+    job = run_ingestion(document.pk, stages=stages)
+
+    assert swept == [[]]  # the sweep in the middle of the stage saw a live run
+    assert not job.error.startswith("interrupted")
