@@ -182,11 +182,23 @@
     if (form && !window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
   });
 
-  // Times are written by the server in its zone; show them in the reader's. A <time> keeps
-  // its ISO datetime in the title, so the exact moment is one hover away.
+  // The page's language (<html lang>, "zh-hans"), not the browser's: a Chinese interface in
+  // an English browser writes its dates in Chinese. An unknown tag falls back to the browser's.
+  function pageLocales() {
+    var lang = document.documentElement.lang;
+    try {
+      return lang ? Intl.DateTimeFormat.supportedLocalesOf([lang]) : [];
+    } catch (error) {
+      return [];
+    }
+  }
+
+  // Times are written by the server in its zone; show them in the reader's, in the page's
+  // language. A <time> keeps its ISO datetime in the title, so the exact moment is one hover away.
   function localizeTimes(root) {
     if (!root.querySelectorAll) return;
     var now = new Date();
+    var locales = pageLocales();
     root.querySelectorAll("time[datetime*='T']").forEach(function (time) {
       var when = new Date(time.getAttribute("datetime"));
       if (isNaN(when)) return;
@@ -194,7 +206,7 @@
         ? { hour: "2-digit", minute: "2-digit", second: "2-digit" }
         : { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
       if (options.month && when.getFullYear() !== now.getFullYear()) options.year = "numeric";
-      time.textContent = when.toLocaleString([], options);
+      time.textContent = when.toLocaleString(locales, options);
       time.title = time.getAttribute("datetime");
     });
   }
