@@ -51,10 +51,17 @@ def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def dispatch(task: Task, *args: Any) -> None:
-    """Run `task(*args)` by the BACKGROUND_TASKS mode: celery, thread or inline."""
+    """Run `task(*args)` by the BACKGROUND_TASKS mode: celery, thread or inline.
+
+    With the broker down, a task runs in this process as in the embedded default, so an upload
+    is ingested anyway instead of failing the request that made it."""
     mode = settings.BACKGROUND_TASKS
     if mode == "celery":
-        task.delay(*args)
+        try:
+            task.delay(*args)
+        except Exception:  # a broker or result store that is down: this process does the work
+            log.warning("could not hand %s%r to the broker; running it in this process", task.name, args, exc_info=True)
+            _run_in_background(task, args)
     elif mode == "inline":
         _apply(task, args)
     else:

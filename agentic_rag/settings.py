@@ -191,6 +191,13 @@ CELERY_TASK_ROUTES = {
     "graphrag.tasks.build_knowledge_graph": {"queue": "graph"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Handing a task to a broker or result store that is down fails in about a second rather
+# than after Celery's 20 retries (20 s): dispatch() then runs the task in-process instead.
+CELERY_BROKER_CONNECTION_TIMEOUT = envfloat("CELERY_BROKER_CONNECTION_TIMEOUT", "2")
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
+    "retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+}
 # A task whose worker died unacknowledged goes back to the queue after this long (Redis
 # broker). Longer than any one ingestion or embedding batch, or it would run twice.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT_S", "3600")}

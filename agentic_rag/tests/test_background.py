@@ -25,3 +25,21 @@ def test_a_long_embedding_task_does_not_hold_up_ingestion():
     finally:
         release.set()
     assert blocked.result(timeout=5) is True
+
+
+def test_with_the_broker_down_a_task_runs_in_this_process(settings, monkeypatch, caplog):
+    from kombu.exceptions import OperationalError
+
+    settings.BACKGROUND_TASKS = "celery"
+    ran = threading.Event()
+
+    def broker_down(*args):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    monkeypatch.setattr(summarise_conversation, "delay", broker_down)
+    monkeypatch.setattr(background, "_apply_in_background", lambda task, args: ran.set())
+
+    background.dispatch(summarise_conversation, 1)
+
+    assert ran.wait(5)
+    assert "running it in this process" in caplog.text
