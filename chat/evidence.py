@@ -122,7 +122,8 @@ def at_quote(item: EvidenceItem, text: str, quote: str) -> EvidenceItem:
         return item
     start, end = found
     before, after = quote_window(text, start, end)
-    return replace(item, before=before, quote=text[start:end], after=after, url=_with_text_fragment(item.url, text[start:end]))
+    quote = text[start:end]
+    return replace(item, before=before, quote=quote, after=after, url=_with_text_fragment(item.url, quote))
 
 
 def find_quote(text: str, quote: str) -> tuple[int, int] | None:
