@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from channels_redis.core import RedisChannelLayer as BaseRedisChannelLayer
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+RETRY_S = 1.0  # while Redis is unreachable, a consumer's receive tries again this often
 
 
 class RedisChannelLayer(BaseRedisChannelLayer):
@@ -24,3 +30,22 @@ class RedisChannelLayer(BaseRedisChannelLayer):
         if member is None and task is not None and task.cancelling():
             raise asyncio.CancelledError("cancelled while Redis answered a blocking pop")
         return member
+
+    _warned_at = 0.0
+
+    async def receive(self, channel):
+        """Wait for a message; while Redis is unreachable, try again instead of raising, which
+        would close every socket of the process with 1011. A consumer that needs the layer
+        (group_add at connect) refuses its socket itself."""
+        while True:
+            try:
+                return await super().receive(channel)
+            except (OSError, RedisError) as error:
+                self._warn(error)
+                await asyncio.sleep(RETRY_S)
+
+    def _warn(self, error: Exception) -> None:
+        now = time.monotonic()
+        if now - RedisChannelLayer._warned_at >= 60:  # once a minute, not once a socket a second
+            RedisChannelLayer._warned_at = now
+            log.warning("the channel layer's Redis is unreachable; sockets wait for it: %s", error)

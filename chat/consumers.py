@@ -36,6 +36,9 @@ FRAME_FIELD_TYPES = {**ASK_FIELD_TYPES, "action": str}
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # The chat talks to its own socket only, never through groups: without a channel layer
+    # it keeps working when Redis, which carries that layer on the full stack, is down.
+    channel_layer_alias = None
     run: asyncio.Task | None = None
 
     async def connect(self) -> None:

@@ -6,10 +6,13 @@ renders, so a row looks the same whether it came with the page or over the socke
 
 from __future__ import annotations
 
+import logging
+
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template import engines
 from django.template.loader import render_to_string
 from django.utils.html import format_html
+from redis.exceptions import RedisError
 
 from agentic_rag.db_threads import database_sync_to_async
 from agentic_rag.input_hygiene import BadInput, loads_frame
@@ -18,6 +21,7 @@ from .models import DocumentStatus, KnowledgeBase
 from .progress import background_indexing, kb_group_name
 from .views import DETAIL
 
+logger = logging.getLogger(__name__)
 FINISHED = {DocumentStatus.READY, DocumentStatus.FAILED}
 
 
@@ -31,8 +35,13 @@ class KnowledgeBaseConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         self.kb, self.can_write = access
+        try:
+            await self.channel_layer.group_add(kb_group_name(self.kb.pk), self.channel_name)
+        except (OSError, RedisError):  # the channel layer (Redis) is down: no live progress to give
+            logger.warning("the channel layer is unreachable; refusing the progress socket of %s", slug)
+            await self.close()
+            return
         self.group = kb_group_name(self.kb.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         # Catch up on whatever changed between rendering the page and connecting.
         await self._send_table()

@@ -195,3 +195,21 @@ def _wait_for_chat_runs(timeout: float = 15) -> None:
     while any(thread.name == "chat-run" for thread in threading.enumerate()):
         assert time.monotonic() < deadline, "a chat run still had not ended"
         time.sleep(0.05)
+
+
+async def test_the_chat_answers_with_the_channel_layer_down(alice_headers, settings):
+    # Redis, which carries the channel layer on the full stack, on a port nothing listens on.
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "agentic_rag.channel_layers.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    channel_layers.backends.clear()
+    try:
+        communicator = await connect(alice_headers)
+        await ask(communicator, "hello")
+        fragments = await receive_until(communicator, r"outerHTML:#turn-|alert error")
+        await communicator.disconnect()
+    finally:
+        channel_layers.backends.clear()
+    assert "outerHTML:#turn-" in fragments[-1]

@@ -136,3 +136,20 @@ def _event(document: Document, status: str, percent: int) -> dict:
         "error": "",
         "chunk_count": 0,
     }
+
+
+async def test_with_the_channel_layer_down_the_socket_is_refused_cleanly(alice_headers, kb, settings, caplog):
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "agentic_rag.channel_layers.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    channel_layers.backends.clear()
+    try:
+        socket = communicator(alice_headers)
+        connected, _ = await socket.connect(timeout=10)
+        await socket.disconnect()
+    finally:
+        channel_layers.backends.clear()
+    assert not connected  # the page shows its offline notice and retries; nothing crashed
+    assert "channel layer is unreachable" in caplog.text
