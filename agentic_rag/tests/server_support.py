@@ -202,3 +202,10 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, server
             raise AssertionError(f"daphne exited while waiting for {what}:\n{server.log()}")
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}:\n{server.log()}")
+
+
+def start(servers: list[Server], folder: Path, **env: str) -> Server:
+    """Start a server on the database in `folder`, in the `servers` fixture's list."""
+    server = Server(folder, **env)
+    servers.append(server)
+    return server

@@ -13,40 +13,16 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-import pytest
-
 from agentic_rag.llm.testing import FakeOpenAIServer, FakeReply
 
-from .server_support import Server, copy_database, prepared_databases, query, wait_for
+from .server_support import Server, copy_database, query, start, wait_for
 
 STOP_WITHIN_S = 10  # what a container stop (docker's default) waits before SIGKILL
 HOLD = {"BACKGROUND_BATCH_DELAY_S": "0.4"}
 FORCED = "exiting by force"
-
-
-@pytest.fixture(scope="module")
-def snapshots(tmp_path_factory) -> Path:
-    """The prepared databases, made once for the module (migrating is most of the cost)."""
-    return prepared_databases(tmp_path_factory.mktemp("snapshots"))
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    """Servers the test starts; any left running are killed at its end."""
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.kill()
-
-
-def start(servers: list[Server], folder: Path, **env: str) -> Server:
-    server = Server(folder, **env)
-    servers.append(server)
-    return server
 
 
 def stop_in_time(server: Server) -> float:

@@ -7,34 +7,12 @@ never sends it a request: the server's start alone must finish what the last pro
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from .server_support import Server, copy_database, prepared_databases, query, wait_for
+from .server_support import copy_database, query, start, wait_for
 
 # A dead run is taken over after INGESTION_STALE_S without a heartbeat: seconds here, not a minute.
 QUICK_LIVENESS = {"INGESTION_STALE_S": "2", "INGESTION_HEARTBEAT_S": "0.2", "INGESTION_SWEEP_S": "0.5"}
-
-
-@pytest.fixture(scope="module")
-def snapshots(tmp_path_factory) -> Path:
-    return prepared_databases(tmp_path_factory.mktemp("snapshots"))
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.kill()
-
-
-def start(servers: list[Server], folder: Path, **env: str) -> Server:
-    server = Server(folder, **env)
-    servers.append(server)
-    return server
 
 
 def _documents(folder: Path, kb: str, status: str) -> int:
