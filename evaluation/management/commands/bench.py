@@ -89,8 +89,9 @@ class Command(BaseCommand):
         pages.add_argument("--rounds", type=int, default=3, metavar="N", help="with --load: how many times")
         pages.add_argument(
             "--hostile-messages", action="store_true",
-            help="time a page on a server while 4 users send 4,000 repeats of one character, for 12 characters",
+            help="time a page on a server while users send 4,000 repeats of one character, for 12 characters",
         )
+        pages.add_argument("--at-once", type=int, default=1, metavar="N", help="with --hostile-messages: senders at once")
         pages.add_argument("--json", action="store_true")
         load = sub.add_parser("load", help="N chat sessions asking at once over websockets, on one or more servers")
         load.add_argument("--sessions", type=int, default=50, metavar="N")
@@ -148,7 +149,7 @@ class Command(BaseCommand):
         with _logs_at_most(logging.WARNING):
             try:
                 if options["hostile_messages"]:
-                    return bench_hostile_messages(kb)
+                    return bench_hostile_messages(kb, at_once=options["at_once"])
                 if options["load"]:
                     return bench_page_load(kb, concurrency=options["load"], rounds=options["rounds"])
                 return bench_pages(kb, kb.owner, runs=options["runs"])
