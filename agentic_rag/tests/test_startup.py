@@ -47,7 +47,9 @@ def test_it_ingests_the_documents_a_stopped_server_left_queued_with_no_request(s
 def test_it_takes_over_the_ingestion_of_a_killed_server_with_no_request(snapshots, tmp_path, servers):
     folder = copy_database(snapshots, "ingestion-pending", tmp_path)
     server = start(servers, folder, BACKGROUND_BATCH_DELAY_S="0.4", **QUICK_LIVENESS)
-    wait_for(lambda: _documents(folder, "fresh", "ready") >= 1, timeout=60, what="one document ingested", server=server)
+    # Killed mid-run, never between two documents: one ready, and the next one's run under way.
+    wait_for(lambda: _documents(folder, "fresh", "ready") >= 1 and _unfinished_jobs(folder) == 1,
+             timeout=60, what="one document ingested and the next one running", server=server)
     server.kill()  # SIGKILL: no batch boundary, no release; its run still holds a document
     assert _unfinished_jobs(folder) == 1
 
