@@ -63,7 +63,8 @@ def server(tmp_path_factory) -> Iterator[str]:
 @pytest.fixture
 def restartable_server(tmp_path_factory) -> Iterator[Daphne]:
     """A server of the test's own, to stop and start again on the same port."""
-    daphne = Daphne(tmp_path_factory.mktemp("var"))
+    # Not "var…": tests that seed the session server's database find it by that name.
+    daphne = Daphne(tmp_path_factory.mktemp("restartable"))
     daphne.start()
     try:
         yield daphne
