@@ -45,3 +45,25 @@ def test_it_shows_a_long_title_and_dates_in_the_pages_language(browser, server, 
         expect(page.locator("html")).to_have_attribute("lang", "en")
     finally:
         context.close()
+
+
+def test_how_long_ago_stays_true_while_the_page_stays_open(browser, server, screenshots):
+    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        log_in(page)
+        page.goto("/")
+        page.fill("#chat-message", "How long does an incident review take?")
+        page.press("#chat-message", "Enter")
+        expect(page.locator(".msg-assistant").last).to_be_visible()
+        page.clock.install()  # from here the page's timers run on a clock the test moves
+        page.reload()
+        since = page.locator(".session-link time[data-relative]").first
+        expect(since).to_have_text(re.compile(r"^(this minute|now|\d+ seconds? ago|1 minute ago)$"))
+
+        page.clock.fast_forward("07:00")
+        expect(since).to_have_text(re.compile(r"^[78] minutes ago$"))
+        page.screenshot(path=str(screenshots / "chat-sessions-time-live.png"))
+    finally:
+        context.close()

@@ -101,6 +101,13 @@ def test_it_uploads_files_and_watches_them_reach_ready(page: Page, tmp_path, scr
     expect(broken).to_have_attribute("data-status", "failed", timeout=60_000)
     expect(broken.locator(".error-text")).not_to_be_empty()
     expect(page.locator("#kb-counts .stat-ready dd")).to_have_text("3")
+    # The outcome list above the table ends in the rows' final states, without a reload.
+    for name in good:
+        expect(page.locator(".outcome", has_text=name).locator(".outcome-badge")).to_have_text("Ready")
+    expect(page.locator(".outcome", has_text="broken.pdf").locator(".outcome-badge")).to_have_text("Failed")
+    # Every column says what it counts: "20 / 5" under "Chunks" is child / parent.
+    expect(page.locator("table.documents thead")).to_contain_text("child / parent")
+    page.screenshot(path=str(screenshots / "kb-page-upload-outcomes.png"), full_page=True)
     expect(page.locator("#kb-counts .stat-failed dd")).to_have_text("1")
     assert any('data-status="ready"' in frame for frame in frames), "no row arrived over the socket"
     # The table came once on connecting and once more when the upload's result asked for it.

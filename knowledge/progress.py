@@ -31,16 +31,25 @@ def publish_progress(progress: Progress) -> None:
 
 @dataclass(frozen=True)
 class BackgroundIndexing:
-    """A KB's vectors being moved to another embedder (the KB page shows it)."""
+    """A KB's vectors being moved to another embedder (the KB page shows it).
+
+    `step` is "loading" (the model) or "embedding". While documents of the KB are still
+    being ingested, chunks the run has not counted yet will join it: `total_final` is False
+    and the page shows the count done without a percentage, which could only go backwards.
+    """
 
     kb_id: int
     embedder: str
     done: int
     total: int
+    step: str = "embedding"
+    total_final: bool = True
 
     @property
-    def percent(self) -> int:
-        return min(100, round(100 * self.done / self.total)) if self.total else 0
+    def percent(self) -> int | None:
+        if not (self.total and self.total_final):
+            return None
+        return min(100, round(100 * self.done / self.total))
 
 
 def _background_key(kb_id: int) -> str:

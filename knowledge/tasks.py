@@ -66,11 +66,15 @@ def upgrade_embeddings(self, kb_id: int) -> int:
 
     def progress(done: int, total: int) -> None:
         cache.touch(lock, settings.UPGRADE_LOCK_S)
-        publish_background_indexing(BackgroundIndexing(kb.pk, target, done, total), kb.pk)
+        # Chunks of documents still being ingested join the run later: its total is not final.
+        ingesting = kb.documents.filter(status__in=IN_PROGRESS).exists()
+        publish_background_indexing(BackgroundIndexing(kb.pk, target, done, total, total_final=not ingesting), kb.pk)
 
     try:
-        progress(0, 0)  # the banner shows while the model loads, before the chunks are counted
-        return reembed_knowledge_base(kb, get_embedder(target), on_batch=progress)
+        publish_background_indexing(BackgroundIndexing(kb.pk, target, 0, 0, step="loading"), kb.pk)
+        embedder = get_embedder(target)
+        embedder.embed_query("warm-up")  # loads the model here, not inside the first batch's "0 of N"
+        return reembed_knowledge_base(kb, embedder, on_batch=progress)
     except StopRequested:
         postpone(self, (kb_id,))  # the entries written so far stay: the next run skips them
         return 0

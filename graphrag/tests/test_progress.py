@@ -40,3 +40,36 @@ def test_the_kb_page_shows_the_graph_line(alice_client, kb):
     entities = kb.entities.count()
     assert f"Graph: {entities} entities" in page and f'href="/kb/{kb.slug}/graph/"' in page
     assert GraphBuild.objects.get(kb=kb).status == GraphBuild.DONE
+
+
+def _graph_line(client, kb) -> str:
+    page = " ".join(client.get(f"/kb/{kb.slug}/").content.decode().split())
+    return page[page.index('id="kb-graph"'):].split("</div>")[0]
+
+
+def test_a_running_build_says_which_step_it_is_in_and_how_far_that_step_is(alice_client, kb):
+    build = GraphBuild.objects.create(kb=kb, status=GraphBuild.RUNNING, full=True, progress=45)
+    line = _graph_line(alice_client, kb)
+    assert "Building the knowledge graph, step 1 of 2: reading the documents, 50%." in line
+
+    GraphBuild.objects.filter(pk=build.pk).update(progress=95)
+    line = _graph_line(alice_client, kb)
+    assert "step 2 of 2: grouping entities into communities." in line and "%" not in line
+
+
+def test_a_second_round_for_new_documents_says_it_updates_the_graph(alice_client, kb):
+    ingest(kb, {"ops.md": DOCS["ops.md"]})
+    run_locked_build(kb)
+    GraphBuild.objects.create(kb=kb, status=GraphBuild.RUNNING, full=False, progress=0)
+
+    line = _graph_line(alice_client, kb)
+    assert "Updating the knowledge graph with new documents, step 1 of 2: reading the documents, 0%." in line
+
+
+def test_the_built_time_is_marked_for_the_page_to_keep_live(alice_client, kb):
+    ingest(kb, {"ops.md": DOCS["ops.md"]})
+    run_locked_build(kb)
+    finished = GraphBuild.objects.get(kb=kb).finished_at
+
+    line = _graph_line(alice_client, kb)
+    assert f'built <time datetime="{finished.isoformat()}" data-relative>' in line

@@ -237,7 +237,23 @@ def test_the_upgrade_task_reports_its_progress_and_clears_it(kb, small_hashing, 
 
     progress = [state for state in seen if state is not None]
     assert progress and all(state.embedder == "hashing-512" for state in progress)
-    assert progress[-1].percent == 100 and seen[-1] is None
+    assert progress[0].step == "loading" and all(state.step == "embedding" for state in progress[1:])
+    percents = [state.percent for state in progress[1:] if state.percent is not None]
+    assert percents == sorted(percents) and percents[-1] == 100 and seen[-1] is None
+
+
+@pytest.mark.django_db
+def test_the_upgrade_shows_no_percentage_while_documents_are_still_being_ingested(kb, small_hashing, settings, monkeypatch):
+    settings.EMBEDDER_UPGRADE = "hashing-512"
+    _ingest(kb, "guide.md", GUIDE_MD.encode())
+    kb.documents.create(name="late.md", status=DocumentStatus.CHUNKING)  # its chunks will join the run later
+    seen = []
+    monkeypatch.setattr("knowledge.tasks.publish_background_indexing", lambda state, kb_id: seen.append(state))
+
+    upgrade_embeddings.apply(args=[kb.pk])
+
+    embedding = [state for state in seen if state is not None and state.step == "embedding"]
+    assert embedding and all(state.percent is None and not state.total_final for state in embedding)
 
 
 @pytest.mark.django_db
@@ -288,11 +304,16 @@ def _page_text(client, kb) -> str:
 def test_the_kb_page_shows_background_indexing_only_while_it_runs(alice_client, kb):
     assert "Indexing in the background" not in _page_text(alice_client, kb)
 
-    publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 0, 0), kb.pk)
-    assert "Indexing in the background with e5-small: starting." in _page_text(alice_client, kb)
+    publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 0, 0, step="loading"), kb.pk)
+    assert "Indexing in the background with e5-small, step 1 of 2: loading the model." in _page_text(alice_client, kb)
+
+    publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 30, 120, total_final=False), kb.pk)
+    page = _page_text(alice_client, kb)
+    assert "step 2 of 2: 30 chunks embedded; documents are still being ingested" in page
+    assert "%" not in page.split("step 2 of 2")[1].split("Search keeps")[0]  # no percentage of a growing total
 
     publish_background_indexing(BackgroundIndexing(kb.pk, "e5-small", 30, 120), kb.pk)
-    assert "Indexing in the background with e5-small: 25% (30 of 120 chunks)." in _page_text(alice_client, kb)
+    assert "Indexing in the background with e5-small, step 2 of 2: 25% (30 of 120 chunks)." in _page_text(alice_client, kb)
 
     publish_background_indexing(None, kb.pk)
     assert background_indexing(kb.pk) is None
@@ -318,8 +339,8 @@ def test_the_kb_page_shows_a_running_upgrade_with_its_progress(alice_client, kb,
     upgrade_embeddings.apply(args=[kb.pk])
 
     assert len(pages) > 1
-    assert f"Indexing in the background with hashing-512: 0% (0 of {total} chunks)." in pages[0]
-    assert f"Indexing in the background with hashing-512: {round(200 / total)}% (2 of {total} chunks)." in pages[1]
+    assert f"Indexing in the background with hashing-512, step 2 of 2: 0% (0 of {total} chunks)." in pages[0]
+    assert f"Indexing in the background with hashing-512, step 2 of 2: {round(200 / total)}% (2 of {total} chunks)." in pages[1]
     assert "Indexing in the background" not in _page_text(alice_client, kb)
 
 

@@ -199,7 +199,7 @@
     if (!root.querySelectorAll) return;
     var now = new Date();
     var locales = pageLocales();
-    root.querySelectorAll("time[datetime*='T']").forEach(function (time) {
+    root.querySelectorAll("time[datetime*='T']:not([data-relative])").forEach(function (time) {
       var when = new Date(time.getAttribute("datetime"));
       if (isNaN(when)) return;
       var options = time.getAttribute("data-local") === "time"
@@ -210,6 +210,42 @@
       time.title = time.getAttribute("datetime");
     });
   }
+  // An upload's outcome says "Queued" when the server accepted the file; from then on its
+  // badge shows what the file's row in the table shows, which the socket keeps current (also
+  // when the final event arrived before the outcome list was swapped in).
+  function followRows() {
+    document.querySelectorAll("[data-outcome-document]").forEach(function (badge) {
+      var row = document.getElementById("document-" + badge.getAttribute("data-outcome-document"));
+      var status = row && row.querySelector(".doc-status .badge");
+      if (!status) return;
+      badge.textContent = status.textContent.trim();
+      badge.setAttribute("data-status", row.getAttribute("data-status"));
+    });
+  }
+  ["htmx:load", "htmx:oobAfterSwap", "htmx:wsAfterMessage"].forEach(function (type) {
+    document.addEventListener(type, followRows);
+  });
+
+  // "5 minutes ago" written by the server is true only when the page is rendered: these
+  // elements are rewritten from their datetime, in the page's language, every half minute.
+  var RELATIVE_UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400],
+                        ["hour", 3600], ["minute", 60]];
+  function relativeTimes(root) {
+    if (!root.querySelectorAll || !window.Intl || !Intl.RelativeTimeFormat) return;
+    var format = new Intl.RelativeTimeFormat(pageLocales(), { numeric: "auto" });
+    root.querySelectorAll("time[data-relative]").forEach(function (time) {
+      var when = new Date(time.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      var seconds = Math.round((when - new Date()) / 1000);
+      var unit = RELATIVE_UNITS.find(function (pair) { return Math.abs(seconds) >= pair[1]; });
+      time.textContent = unit ? format.format(Math.round(seconds / unit[1]), unit[0]) : format.format(0, "minute");
+      time.title = when.toLocaleString(pageLocales());
+    });
+  }
   // htmx fires htmx:load for the page, then for every fragment it swaps in.
-  document.addEventListener("htmx:load", function (event) { localizeTimes(event.detail.elt); });
+  document.addEventListener("htmx:load", function (event) {
+    localizeTimes(event.detail.elt);
+    relativeTimes(event.detail.elt);
+  });
+  window.setInterval(function () { relativeTimes(document); }, 30000);
 })();
