@@ -133,6 +133,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_session(self, event: PipelineEvent) -> None:
         session_id = event.data.get("session_id", "")
+        self.session_id = session_id
         await self.send(text_data=await _render_session(self.user, session_id))
 
     async def chat_stage_start(self, event: PipelineEvent) -> None:
@@ -168,6 +169,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_citation(self, event: PipelineEvent) -> None:
         """Nothing to draw yet: the final fragment links every resolved citation at once."""
+
+    async def chat_clarify(self, event: PipelineEvent) -> None:
+        """The Clarifier's choices, as buttons under the turn; its question streams as the answer."""
+        context = {"turn": self.turn, "clarification": event.data, "session_id": getattr(self, "session_id", "")}
+        await self.send(text_data=_render("clarify-live", context))
 
     async def chat_first_token(self, event: PipelineEvent) -> None:
         self.meta["first_token_ms"] = event.ms

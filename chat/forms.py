@@ -31,6 +31,8 @@ class AskForm(forms.Form):
     # A worker name, `{kb}:{agent_type}:{mode}` (or `{kb}:{agent_type}`, or just the type): the
     # agent, and the KB when it names one.
     agent = forms.CharField(required=False, max_length=200)
+    # A choice picked from the Clarifier's question: the answer goes on, it is not asked again.
+    clarified = forms.BooleanField(required=False)
 
     def __init__(self, data=None, *, user, **kwargs) -> None:
         super().__init__(data, **kwargs)
@@ -128,7 +130,7 @@ class FeedbackApiForm(forms.Form):
 
 # The JSON type of each field the API's forms read; a value of another type is a 400 that
 # names the field, where the form would turn it into a string or drop it.
-ASK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {name: str for name in AskForm.base_fields}
+ASK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {name: str for name in AskForm.base_fields} | {"clarified": (bool, str)}
 FEEDBACK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "message_id": (int, str), "is_positive": (bool, str), "comment": str, "agent_type": str, "metadata": dict,
 }
@@ -137,7 +139,7 @@ FEEDBACK_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 def chat_request(form: AskForm) -> ChatRequest:
     """Return the pipeline request a valid AskForm describes."""
     data = form.cleaned_data
-    options = ChatOptions(kb_slug=data["kb"], agent_type=data["agent_type"])
+    options = ChatOptions(kb_slug=data["kb"], agent_type=data["agent_type"], clarified=data["clarified"])
     return ChatRequest(
         user=form.user, session_id=data["session_id"], message=data["message"], options=options
     )

@@ -13,7 +13,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,7 @@ class RouteDecision:
     reason: str
     worker_name: str  # `{kb}:{agent_type}:{mode}`, shown in the route event and the trace
     agent_type: str = DEFAULT_AGENT  # the worker type the message goes to
+    ranked: tuple[tuple[str, float], ...] = ()  # each readable KB's score, best first, when it routed by content
 
     @property
     def is_general(self) -> bool:
@@ -249,7 +250,7 @@ def route(
         reason = f"best match {best} scored {score:.2f} < {settings.KB_ROUTE_MIN_SCORE:.2f}"
         return _decision("", best, GENERAL, score, "auto", reason, agent_type)
     reason = f"content match {score:.2f} (next {runner_up:.2f}) over {len(scores)} KBs"
-    return _decision("", best, best, score, "auto", reason, agent_type)
+    return replace(_decision("", best, best, score, "auto", reason, agent_type), ranked=tuple(scores))
 
 
 def score_kbs(user: Any, message: str, *, embedder_for: EmbedderFor) -> list[tuple[str, float]]:

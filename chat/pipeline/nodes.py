@@ -17,7 +17,8 @@ from django.conf import settings
 
 from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import ModelRouter
-from chat import memory
+from chat import clarifier, memory
+from chat.clarifier_lookups import ReadableLibrary
 from chat.models import Shortcut, TraceStatus
 from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
@@ -107,6 +108,10 @@ def _system(run: ChatRun) -> Outcome:
         return Outcome(StageStatus.DONE, "not a system message")
     reply = system_reply(run.message, run.intent)
     return Outcome(StageStatus.SHORTCUT, "every intent is SYSTEM", Shortcut.B, found={"reply": reply})
+    asked = _clarification(run)
+    if asked is not None:
+        return Outcome(StageStatus.SHORTCUT, f"clarify ({asked['kind']}): {asked['reason']}", Shortcut.A,
+                       found={"reply": asked["question"], "clarification": asked}, events=(("clarify", asked),))
 
 
 def _retrieve(run: ChatRun) -> Outcome:
@@ -120,6 +125,21 @@ def _retrieve(run: ChatRun) -> Outcome:
     search = _search(run, plan) if plan and (run.intent.wants_kb or not calls) else stages.KbSearch()
     tool_results = [*(pending.result() if pending else []), *search.tool_results]
     _gate_weak_evidence(run, search)
+def _clarification(run: ChatRun) -> dict[str, Any] | None:
+    """The Clarifier's question (the "clarify" event) for an agent that asks, when the question is ambiguous."""
+    routed = run.admitted.route
+    agent_type = routed.agent_type if routed and run.options.agent_type == "auto" else run.options.agent_type
+    if (agent_type not in settings.CHAT_CLARIFY_AGENTS or run.options.clarified
+            or run.intent.is_all_system or not run.intent.wants_kb):
+        return None
+    kb = clarifier.KbRef(run.kb.slug, run.kb.name) if run.kb else None
+    asked = clarifier.Asked(run.message, bool(run.history), kb, bool(run.options.kb_slug),
+                            routed.ranked if routed else ())
+    found = clarifier.clarify(asked, ReadableLibrary(run.conversation.user),
+                              min_score=settings.KB_ROUTE_MIN_SCORE, max_gap=settings.CHAT_CLARIFY_KB_GAP)
+    return {**found.as_event(), "agent_type": agent_type} if found else None
+
+
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
     evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))

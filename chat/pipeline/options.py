@@ -43,6 +43,8 @@ class ChatOptions:
     temperature: float | None = None  # None: by task (QA 0.1, code 0.2, summary 0.3, creative 0.7)
     # S1 episodic recall: the user's past exchanges from their other conversations.
     recall_memory: bool = True
+    # A reply to the Clarifier's question (a choice the user picked): it is not asked again.
+    clarified: bool = False
 
     def replace(self, **overrides: Any) -> ChatOptions:
         """Return a copy with the given fields changed (unknown names raise TypeError)."""
@@ -96,6 +98,7 @@ class ChatResult:
     intent_method: str = ""
     tool_calls: tuple[dict[str, Any], ...] = ()  # {name, parameters, result} of each tool that ran
     agent_steps: tuple[dict[str, Any], ...] = ()  # what a multi-step agent reported, in order
+    clarification: dict[str, Any] | None = None  # the Clarifier's question and choices, when it asked
     citations: tuple[dict[str, Any], ...] = ()
     verification: tuple[dict[str, Any], ...] = ()
     evidence: tuple[dict[str, Any], ...] = ()
@@ -137,6 +140,7 @@ class ChatResult:
             "route": self.routing or None,
             "tools": list(self.tool_calls),
             "agent_steps": list(self.agent_steps),
+            "clarification": self.clarification,
             "shortcut": self.shortcut,
             "total_ms": self.total_ms,
             "first_token_ms": self.first_token_ms,

@@ -163,6 +163,7 @@ def _final_data(
         "message_id": message_id,
         "session_id": run.conversation.session_id,
     }
+        "clarification": run.clarification,
 
 
 def in_graph_order(timings: Iterable[StageTiming]) -> list[StageTiming]:
@@ -222,6 +223,8 @@ def _ending(event: PipelineEvent) -> dict[str, Any]:
             partial=bool(data.get("partial")), incomplete=data.get("incomplete", ""),
             message_id=data.get("message_id"),
         )
+        elif event.type == "clarify":
+            fields["clarification"] = dict(data)
     if event.type == "final":
         ending["status"] = TraceStatus(data.get("status", TraceStatus.DONE))
     else:

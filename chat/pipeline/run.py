@@ -77,6 +77,7 @@ class ChatRun:
         self.reply = ""  # a shortcut's answer
         self.shortcut: Shortcut | str = ""
         self.pieces: list[str] = []
+        self.clarification: dict[str, Any] | None = None  # the Clarifier's "clarify" event, when it asked
         self.first_token_ms: float | None = None
         self.stages: list[StageTiming] = []
         self.status = TraceStatus.DONE

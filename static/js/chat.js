@@ -183,6 +183,16 @@
     stop.hidden = !writing;
   });
 
+  // The Clarifier's choices take the keyboard's focus when they arrive: Tab moves between
+  // them, Enter or Space picks one.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var fresh = document.querySelector("[data-clarify-new]");
+    if (!fresh) return;
+    fresh.removeAttribute("data-clarify-new");
+    var first = fresh.querySelector("[data-clarify-choice]");
+    if (first) first.focus({ preventScroll: true });
+  });
+
   // Edit puts an earlier question back in the box, to change and send again.
   document.addEventListener("click", function (event) {
     var edit = event.target instanceof Element ? event.target.closest("[data-edit-message]") : null;
