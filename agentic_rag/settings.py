@@ -403,6 +403,11 @@ CHAT_REWRITE_HISTORY_TURNS = envint("CHAT_REWRITE_HISTORY_TURNS", "3")
 # Shortcut A: top intent confidence below this, or the top two closer than the gap.
 CHAT_AMBIGUITY_MIN_CONFIDENCE = envfloat("CHAT_AMBIGUITY_MIN_CONFIDENCE", "0.7")
 CHAT_AMBIGUITY_MIN_GAP = envfloat("CHAT_AMBIGUITY_MIN_GAP", "0.15")
+# The Clarifier (chat.clarifier): the agents that ask when a question is ambiguous (a named
+# document or chapter the KB lacks, two KBs equally likely, a pronoun with nothing before it),
+# and the route-score gap under which two KBs count as equally likely. An empty list turns it off.
+CHAT_CLARIFY_AGENTS = envlist("CHAT_CLARIFY_AGENTS", "plan_execute_agent")
+CHAT_CLARIFY_KB_GAP = envfloat("CHAT_CLARIFY_KB_GAP", "0.02")
 CHAT_MAX_ANSWER_TOKENS = envint("CHAT_MAX_ANSWER_TOKENS", "1024")
 # LLM rewrites and intent classifications are cached (seconds).
 CHAT_REWRITE_CACHE_TTL = envint("CHAT_REWRITE_CACHE_TTL", "3600")
@@ -412,11 +417,6 @@ CHAT_INTENT_CACHE_TTL = envint("CHAT_INTENT_CACHE_TTL", "3600")
 # more time than with the stages' fallbacks.
 CHAT_STAGE_BUDGETS_MS = {
     name.strip(): int(ms) for name, ms in (item.split(":", 1) for item in envlist("CHAT_STAGE_BUDGETS_MS", ""))
-# The Clarifier (chat.clarifier): the agents that ask when a question is ambiguous (a named
-# document or chapter the KB lacks, two KBs equally likely, a pronoun with nothing before it),
-# and the route-score gap under which two KBs count as equally likely. An empty list turns it off.
-CHAT_CLARIFY_AGENTS = envlist("CHAT_CLARIFY_AGENTS", "plan_execute_agent")
-CHAT_CLARIFY_KB_GAP = envfloat("CHAT_CLARIFY_KB_GAP", "0.02")
 }
 # Span input and output are cut to this many characters in stored traces.
 CHAT_SPAN_MAX_CHARS = envint("CHAT_SPAN_MAX_CHARS", "2000")

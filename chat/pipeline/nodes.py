@@ -90,6 +90,10 @@ def _intent(run: ChatRun) -> Outcome:
 
 
 def _guide(run: ChatRun) -> Outcome:
+    asked = _clarification(run)
+    if asked is not None:
+        return Outcome(StageStatus.SHORTCUT, f"clarify ({asked['kind']}): {asked['reason']}", Shortcut.A,
+                       found={"reply": asked["question"], "clarification": asked}, events=(("clarify", asked),))
     options = run.options
     ambiguity = stages.find_ambiguity(
         run.intent,
@@ -103,28 +107,6 @@ def _guide(run: ChatRun) -> Outcome:
     return Outcome(StageStatus.SHORTCUT, ambiguity.reason, Shortcut.A, found={"reply": reply})
 
 
-def _system(run: ChatRun) -> Outcome:
-    if not run.intent.is_all_system:
-        return Outcome(StageStatus.DONE, "not a system message")
-    reply = system_reply(run.message, run.intent)
-    return Outcome(StageStatus.SHORTCUT, "every intent is SYSTEM", Shortcut.B, found={"reply": reply})
-    asked = _clarification(run)
-    if asked is not None:
-        return Outcome(StageStatus.SHORTCUT, f"clarify ({asked['kind']}): {asked['reason']}", Shortcut.A,
-                       found={"reply": asked["question"], "clarification": asked}, events=(("clarify", asked),))
-
-
-def _retrieve(run: ChatRun) -> Outcome:
-    c = run.collaborators
-    plan = _plan(run)
-    # An agent that calls tools itself (ReAct) decides which; the pipeline does not call them too.
-    agent_calls_tools = any(spec.agent_type in TOOL_CALLING_AGENTS for spec in plan)
-    calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools and not agent_calls_tools else []
-    ctx = contextvars.copy_context()
-    pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
-    search = _search(run, plan) if plan and (run.intent.wants_kb or not calls) else stages.KbSearch()
-    tool_results = [*(pending.result() if pending else []), *search.tool_results]
-    _gate_weak_evidence(run, search)
 def _clarification(run: ChatRun) -> dict[str, Any] | None:
     """The Clarifier's question (the "clarify" event) for an agent that asks, when the question is ambiguous."""
     routed = run.admitted.route
@@ -140,6 +122,24 @@ def _clarification(run: ChatRun) -> dict[str, Any] | None:
     return {**found.as_event(), "agent_type": agent_type} if found else None
 
 
+def _system(run: ChatRun) -> Outcome:
+    if not run.intent.is_all_system:
+        return Outcome(StageStatus.DONE, "not a system message")
+    reply = system_reply(run.message, run.intent)
+    return Outcome(StageStatus.SHORTCUT, "every intent is SYSTEM", Shortcut.B, found={"reply": reply})
+
+
+def _retrieve(run: ChatRun) -> Outcome:
+    c = run.collaborators
+    plan = _plan(run)
+    # An agent that calls tools itself (ReAct) decides which; the pipeline does not call them too.
+    agent_calls_tools = any(spec.agent_type in TOOL_CALLING_AGENTS for spec in plan)
+    calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools and not agent_calls_tools else []
+    ctx = contextvars.copy_context()
+    pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
+    search = _search(run, plan) if plan and (run.intent.wants_kb or not calls) else stages.KbSearch()
+    tool_results = [*(pending.result() if pending else []), *search.tool_results]
+    _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
     evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))

@@ -136,6 +136,7 @@ def _debug(run: ChatRun, verification: list[dict[str, Any]]) -> dict[str, Any]:
         "evidence": [item.as_stored() for item in run.evidence],
         "tools": [r.as_event() for r in run.tool_results],
         "agent_steps": run.agent_steps,
+        "clarification": run.clarification,
         "incomplete": run.incomplete,
         "warnings": run.search_warnings,
         "prompt": {"mode": prompt.mode, "task": prompt.task, "temperature": prompt.temperature} if prompt else None,
@@ -163,7 +164,6 @@ def _final_data(
         "message_id": message_id,
         "session_id": run.conversation.session_id,
     }
-        "clarification": run.clarification,
 
 
 def in_graph_order(timings: Iterable[StageTiming]) -> list[StageTiming]:
@@ -196,6 +196,8 @@ def fold_events(events: Iterable[PipelineEvent]) -> ChatResult:
             steps.append({"type": event.type, **data})
         elif event.type == "retrieval":
             fields["evidence"] = tuple(data.get("evidence", ()))
+        elif event.type == "clarify":
+            fields["clarification"] = dict(data)
         elif event.type == "stage_end":
             stages.append(StageTiming(event.stage, event.ms, StageStatus(data["status"]), data.get("detail", "")))
         elif event.type == "first_token":
@@ -223,8 +225,6 @@ def _ending(event: PipelineEvent) -> dict[str, Any]:
             partial=bool(data.get("partial")), incomplete=data.get("incomplete", ""),
             message_id=data.get("message_id"),
         )
-        elif event.type == "clarify":
-            fields["clarification"] = dict(data)
     if event.type == "final":
         ending["status"] = TraceStatus(data.get("status", TraceStatus.DONE))
     else:

@@ -75,9 +75,9 @@ class ChatRun:
         self.prompt: Prompt | None = None
         self.provider = ""
         self.reply = ""  # a shortcut's answer
+        self.clarification: dict[str, Any] | None = None  # the Clarifier's "clarify" event, when it asked
         self.shortcut: Shortcut | str = ""
         self.pieces: list[str] = []
-        self.clarification: dict[str, Any] | None = None  # the Clarifier's "clarify" event, when it asked
         self.first_token_ms: float | None = None
         self.stages: list[StageTiming] = []
         self.status = TraceStatus.DONE
