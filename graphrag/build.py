@@ -30,12 +30,18 @@ from knowledge.models import Chunk, Document, DocumentStatus, KnowledgeBase
 
 from .communities import CommunityParams, recompute
 from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
-from .extraction import Extraction, TermDictionary, dictionary_for, extract
+from .extraction import CO_OCCURS, PART_OF, Extraction, Mention, TermDictionary, Triple, dictionary_for, extract, normalise
 from .llm_extraction import estimate_tokens
-from .models import Community, Entity, GraphBuild, GraphDocument, Mention, Relation
+from .models import Community, Entity, EntityType, GraphBuild, GraphDocument, Relation
+from .models import Mention as MentionRow
 
 Extractor = Callable[[str, TermDictionary], Extraction]
 Progress = Callable[[int, str], None]
+
+# Co-occurrence is a weak edge: a document keeps at most this many per entity (the pairs seen
+# most often) and never more than the relations it states, so stated relations are always
+# the majority of what the explorer and the graph leg walk.
+COOCCURRENCES_PER_ENTITY = 2
 
 
 @dataclass
@@ -170,6 +176,35 @@ def _child_chunks(documents: Sequence[Document]) -> dict[int, list[tuple[int, st
     return rows
 
 
+def _chunk_sections(document: Document) -> dict[int, tuple[str, ...]]:
+    """Each child chunk's section path, outermost first, as the parser recorded it."""
+    rows = Chunk.objects.filter(document=document).live().children().values_list(
+        "id", "chapter_level_1", "chapter_level_2", "section_title"
+    )
+    return {chunk_id: tuple(dict.fromkeys(t.strip() for t in titles if t and t.strip())) for chunk_id, *titles in rows}
+
+
+def with_sections(extraction: Extraction, path: Sequence[str]) -> Extraction:
+    """The chunk's extraction plus the sections it sits in: a section entity each (mentioned
+    by the chunk), each section `part_of` the one above it."""
+    names = [name[:200] for name in path if 2 <= len(name) <= 120]
+    previous = None
+    for name in names:
+        key = normalise(name)
+        if not key:
+            continue
+        extraction.mentions.append(Mention(name, key, EntityType.SECTION, -1))
+        if previous and previous != key:
+            extraction.relations.append(Triple(key, PART_OF, previous))
+        previous = key
+    return extraction
+
+
+# A more specific type wins over "concept" when one document names an entity both ways (a
+# heading the dictionary knows as a concept, written as a section).
+_WEAK_TYPES = frozenset({EntityType.CONCEPT})
+
+
 def _load_index(kb: KnowledgeBase) -> tuple[EntityIndex, dict[str, int]]:
     index = EntityIndex(name_vectors)
     ids: dict[str, int] = {}
@@ -189,7 +224,11 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
     for number, document in enumerate(documents, 1):
         at_batch_boundary()
         step = time.perf_counter()
-        extractions = [(chunk_id, extractor(text, dictionary)) for chunk_id, text in chunk_rows.get(document.id, [])]
+        sections = _chunk_sections(document)
+        extractions = [
+            (chunk_id, with_sections(extractor(text, dictionary), sections.get(chunk_id, ())))
+            for chunk_id, text in chunk_rows.get(document.id, [])
+        ]
         timings["extract"] += time.perf_counter() - step
         step = time.perf_counter()
         links = _link_all(extractions, index, params, dictionary)
@@ -198,8 +237,8 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
         with transaction.atomic():
             state = GraphDocument.objects.filter(document=document).first()
             touched |= set(state.entity_ids if state else ())
-            touched |= set(Mention.objects.filter(document=document).values_list("entity_id", flat=True))
-            Mention.objects.filter(document=document).delete()
+            touched |= set(MentionRow.objects.filter(document=document).values_list("entity_id", flat=True))
+            MentionRow.objects.filter(document=document).delete()
             Relation.objects.filter(document=document).delete()
             texts = dict(chunk_rows.get(document.id, []))
             mentioned = _store(kb, document, extractions, links, index, ids, texts)
@@ -228,6 +267,9 @@ def _link_all(
     for _, extraction in extractions:
         for mention in extraction.mentions:
             if mention.key in links:
+                entity_key, kind = links[mention.key]
+                if kind in _WEAK_TYPES and mention.type not in _WEAK_TYPES:
+                    links[mention.key] = (entity_key, mention.type)
                 continue
             found = link(mention.key, mention.surface, index, params)
             if found.new:
@@ -240,7 +282,10 @@ def _link_all(
 def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, int], texts: dict[int, str]) -> set[int]:
     new_keys = list(dict.fromkeys(key for key, _ in links.values() if key not in ids))
     if new_keys:
-        types = dict(links.values())
+        types: dict[str, str] = {}
+        for key, kind in links.values():
+            if types.get(key) in (None, *_WEAK_TYPES):
+                types[key] = kind
         vectors = name_vectors([index.names[k] for k in new_keys])
         described = _first_sentences(extractions, links, texts, set(new_keys))
         created = Entity.objects.bulk_create(
@@ -273,8 +318,8 @@ def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, 
             source, target = sorted((ids[links[a][0]], ids[links[b][0]]))
             if source != target:
                 together[(source, target)].append(chunk_id)
-    Mention.objects.bulk_create(
-        Mention(entity_id=e, chunk_id=c, document=document, surface=s[:200], count=n) for (e, c), (s, n) in mentions.items()
+    MentionRow.objects.bulk_create(
+        MentionRow(entity_id=e, chunk_id=c, document=document, surface=s[:200], count=n) for (e, c), (s, n) in mentions.items()
     )
     Relation.objects.bulk_create(
         [
@@ -282,8 +327,8 @@ def _store(kb, document, extractions, links, index: EntityIndex, ids: dict[str, 
             for (s, r, t), c in explicit.items()
         ]
         + [
-            Relation(kb=kb, document=document, source_id=s, target_id=t, relation="co_occurs", weight=Relation.CO_OCCURRENCE, evidence=sorted(set(c))[:20])
-            for (s, t), c in together.items()
+            Relation(kb=kb, document=document, source_id=s, target_id=t, relation=CO_OCCURS, weight=Relation.CO_OCCURRENCE, evidence=sorted(set(c))[:20])
+            for (s, t), c in strongest_cooccurrences(together, explicit, per_entity=COOCCURRENCES_PER_ENTITY).items()
         ],
         batch_size=1000,
     )
@@ -330,6 +375,28 @@ class _SentenceEnds:
         return self.text[start:end]
 
 
+def strongest_cooccurrences(
+    together: dict[tuple[int, int], list[int]], explicit: dict[tuple[int, str, int], list[int]], *, per_entity: int
+) -> dict[tuple[int, int], list[int]]:
+    """The co-occurrences a document keeps: the pairs seen in most chunks first, at most
+    `per_entity` for each entity, none for a pair a stated relation already joins, and no
+    more in all than the document's stated relations."""
+    stated = {(min(s, t), max(s, t)) for s, _, t in explicit}
+    budget = len(explicit)
+    kept: dict[tuple[int, int], list[int]] = {}
+    degree: Counter[int] = Counter()
+    for pair, chunks in sorted(together.items(), key=lambda item: (-len(set(item[1])), item[0])):
+        if len(kept) >= budget:
+            break
+        a, b = pair
+        if pair in stated or degree[a] >= per_entity or degree[b] >= per_entity:
+            continue
+        kept[pair] = chunks
+        degree[a] += 1
+        degree[b] += 1
+    return kept
+
+
 def _add_aliases(aliases: dict[int, set[str]]) -> None:
     entities = list(Entity.objects.filter(id__in=aliases).only("id", "name", "aliases"))
     changed = []
@@ -348,7 +415,7 @@ def _recount(kb: KnowledgeBase, entity_ids: set[int]) -> set[int]:
     ids = sorted(entity_ids)
     for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
         batch = ids[start : start + 500]
-        changed |= _store_counts(Mention.objects.filter(entity_id__in=batch), Entity.objects.filter(id__in=batch))
+        changed |= _store_counts(MentionRow.objects.filter(entity_id__in=batch), Entity.objects.filter(id__in=batch))
     return changed
 
 

@@ -3,9 +3,11 @@
 A rule extractor: a term dictionary matched first (built-in technical terms plus the KB's
 own headings and tags), then noun phrases (jieba part-of-speech tags for Chinese; CamelCase,
 acronyms, versioned names, code names and Title Case phrases for English), then relations:
-the 8 English and 7 Chinese relation patterns found between two mentions of one sentence,
-the stage → shortcut, layer and priority patterns, and co-occurrence between the mentions of
-one paragraph (weight 0.5).
+the relation words found between two mentions of one sentence (English and Chinese words
+share one set of snake_case relation types), the stage → shortcut, layer and priority
+patterns, what the text's structure states (`graphrag.structure`: headings, table rows,
+key-value lines, code identifiers), and a weak co-occurrence between each name and the next
+few names of its paragraph.
 
 Everything here is a pure function of the text and the dictionary, so it is cheap to test
 and to run on a worker: no database, no model.
@@ -24,6 +26,7 @@ from functools import cache
 from knowledge.analysis import ENGLISH_STOP_WORDS
 
 from .models import EntityType
+from .structure import StructuralFacts, code_identifiers, structural_facts
 
 T = EntityType
 
@@ -56,30 +59,49 @@ BUILTIN_TERMS: dict[str, str] = {
     **dict.fromkeys(["MRR", "recall@10", "nDCG@10", "p50", "p95", "latency", "precision", "F1"], T.METRIC),
 }
 
-# Relation words between two mentions of one sentence: (pattern, relation). English relations
-# take one of eight snake_case names; Chinese ones are named by a Chinese word of their own.
+# Relation words between two mentions of one sentence: (pattern, relation). Both languages
+# name a relation by the same snake_case type, so "A 使用 B" and "A uses B" are one relation;
+# the more specific words come first ("based on" before "uses", "calls" before "uses").
 _EN_RELATIONS: tuple[tuple[str, str], ...] = (
+    (r"\b(?:is|are) (?:a|an) (?:part|component|module|member) of\b|\bpart of\b|\bbelongs? to\b", "part_of"),
     (r"\b(?:is|are) (?:a|an|the|one of the)\b(?: \w+)?(?: (?:kind|type|form) of)?", "is_a"),
-    (r"\b(?:includes?|including|contains?|consists? of|is made of|comprises?)\b", "includes"),
-    (r"\b(?:uses?|using|used by|relies on|calls?|based on|built on)\b", "uses"),
+    (r"\b(?:includes?|including|contains?|consists? of|is made of|comprises?)\b", "contains"),
+    (r"\b(?:calls?|calling|invokes?)\b", "calls"),
+    (r"\b(?:based on|built on|builds? on)\b", "based_on"),
+    (r"\b(?:uses?|using|used by|relies on)\b", "uses"),
     (r"\b(?:supports?|enables?|allows?)\b", "supports"),
     (r"\b(?:integrates? with|combines? with|fuses?|merges? with|together with)\b", "integrates_with"),
     (r"\b(?:depends? on|requires?|needs?|after)\b", "depends_on"),
     (r"\b(?:replaces?|instead of|supersedes?|falls back to)\b", "replaces"),
-    (r"\b(?:extends?|builds? on|inherits? from)\b", "extends"),
+    (r"\b(?:extends?|inherits? from)\b", "extends"),
+    (r"\b(?:located in|lies in|situated in)\b", "located_in"),
+    (r"\b(?:born in)\b", "born_in"),
+    (r"\b(?:founded|established|created)\b", "founded"),
 )
 _ZH_RELATIONS: tuple[tuple[str, str], ...] = (
-    (r"包含|包括|由.{0,6}组成|分为", "包含"),
-    (r"使用|采用|利用|基于|调用|借助", "使用"),
-    (r"支持|允许|提供", "支持"),
-    (r"融合|结合|合并", "融合"),
-    (r"依赖|需要|取决于|之后", "依赖"),
-    (r"替代|取代|代替|回退到|降级为", "替代"),
-    (r"演进|演变|升级为|发展为|扩展为", "演进"),
+    (r"是.{0,8}的(?:一部分|组成部分|子模块|成员)|属于|隶属于", "part_of"),
+    (r"是一种|是一个|是一类|是一款|是一家|是一座|是一位|是一部", "is_a"),
+    (r"包含|包括|由.{0,6}组成|分为|含有", "contains"),
+    (r"调用", "calls"),
+    (r"基于|建立在", "based_on"),
+    (r"使用|采用|利用|借助", "uses"),
+    (r"支持|允许|提供", "supports"),
+    (r"融合|结合|合并", "integrates_with"),
+    (r"依赖|需要|取决于|之后", "depends_on"),
+    (r"替代|取代|代替|回退到|降级为", "replaces"),
+    (r"演进|演变|升级为|发展为|扩展为|扩展", "extends"),
+    (r"位于|坐落于|地处", "located_in"),
+    (r"出生于|生于", "born_in"),
+    (r"创立|创办|创建|成立", "founded"),
 )
 RELATIONS: tuple[str, ...] = tuple(dict.fromkeys(name for _, name in _EN_RELATIONS + _ZH_RELATIONS))
 CO_OCCURS = "co_occurs"
 TRIGGERS = "triggers"  # Stage N → Shortcut X
+CONTAINS = "contains"  # also: a file or class → the function or class written after it
+PART_OF = "part_of"  # also: a sub-section → its section
+# Each mention co-occurs with the next few distinct names of its paragraph only: pairing all
+# of a paragraph's names made co-occurrence nearly every relation of the graph.
+COOCCURRENCE_WINDOW = 2
 
 _EN_RELATION_RES = tuple((re.compile(p, re.IGNORECASE), name) for p, name in _EN_RELATIONS)
 _ZH_RELATION_RES = tuple((re.compile(p), name) for p, name in _ZH_RELATIONS)
@@ -113,6 +135,8 @@ _PARAGRAPHS = re.compile(r"\n\s*\n")
 # Chinese part-of-speech tags that make noun phrases (jieba: n noun, nz other proper noun,
 # vn verbal noun, j abbreviation, nt organisation, nr person, ns place, eng a Latin word).
 _NOUN_TAGS = frozenset({"n", "nz", "vn", "j", "nt", "nr", "ns", "nrt", "eng"})
+# The tags that say what a name is: a person, a place, an organisation.
+_NAME_TAG_TYPES = {"nr": T.PERSON, "nrt": T.PERSON, "ns": T.PLACE, "nt": T.ORGANIZATION}
 # Nouns too general to be an entity of a technical KB.
 _GENERIC = frozenset(
     ["问题", "方式", "方法", "内容", "情况", "时候", "部分", "结果", "时", "空", "中", "后", "前", "里", "上", "下", "数", "个数", "次数", "能力", "效果", "作用", "过程", "目标", "原因", "场景", "功能", "特点", "作用", "方面", "类型", "时间", "信息", "用户", "系统", "例如", "比如", "示例", "一般", "问", "答", "说明", "注意", "默认", "要求", "步骤", "用途", "表", "列", "行", "值", "字段", "参数", "文件", "名称", "名字", "地方", "人", "东西", "事", "情形"]
@@ -139,7 +163,7 @@ class Triple:
 class Extraction:
     mentions: list[Mention] = field(default_factory=list)
     relations: list[Triple] = field(default_factory=list)  # explicit, weight 1.0
-    co_occurrences: list[tuple[str, str]] = field(default_factory=list)  # weight 0.5, keys sorted
+    co_occurrences: list[tuple[str, str]] = field(default_factory=list)  # weak, keys sorted
 
 
 _KEY_SEPARATORS = re.compile(r"[\s\-_./·]+")
@@ -280,15 +304,17 @@ def _special_mentions(text: str) -> list[Mention]:
 def _chinese_noun_phrases(text: str, offset: int) -> list[Mention]:
     """Runs of one to three nouns ("质量" + "门控" → 质量门控), 2–8 characters, not generic."""
     found: list[Mention] = []
-    run: list[tuple[str, int]] = []
+    run: list[tuple[str, int, str]] = []
     position = offset
 
     def flush() -> None:
         if run:
-            words = [w for w, _ in run if w not in _GENERIC] if len(run) == 1 else [w for w, _ in run]
+            words = [w for w, _, _ in run if w not in _GENERIC] if len(run) == 1 else [w for w, _, _ in run]
             phrase = "".join(words)
             if 2 <= len(phrase) <= 8 and phrase not in _GENERIC:
-                found.append(Mention(phrase, normalise(phrase), T.CONCEPT, run[0][1]))
+                # The last noun heads the phrase: "北京大学" (nt) is an organisation.
+                kind = _NAME_TAG_TYPES.get(run[-1][2], T.CONCEPT)
+                found.append(Mention(phrase, normalise(phrase), kind, run[0][1]))
             run.clear()
 
     for word, flag in _posseg().lcut(text, HMM=False):
@@ -296,7 +322,7 @@ def _chinese_noun_phrases(text: str, offset: int) -> list[Mention]:
         if cjk and flag in _NOUN_TAGS and word not in _ZH_RELATION_WORDS:
             if len(run) == 3:
                 flush()
-            run.append((word, position))
+            run.append((word, position, flag))
         else:
             flush()
         position += len(word)
@@ -323,12 +349,16 @@ def _english_names(text: str) -> list[Mention]:
     return found
 
 
-def find_mentions(text: str, dictionary: TermDictionary) -> list[Mention]:
-    """Every entity mention of text, in order, without overlaps (dictionary and patterns win)."""
+def find_mentions(text: str, dictionary: TermDictionary, structure: StructuralFacts | None = None) -> list[Mention]:
+    """Every entity mention of text, in order, without overlaps (dictionary, structure and
+    patterns win over noun phrases). `structure`: the text's headings, table rows and
+    key-value lines, when the caller read them."""
     strong = [
         Mention(surface, normalise(surface), dictionary.type_of(normalise(surface)) or T.CONCEPT, start)
         for surface, start in dictionary.find(text)
     ] + _special_mentions(text)
+    strong += [Mention(m.surface, normalise(m.surface), m.type, m.start) for m in (structure.mentions if structure else ())]
+    strong += [Mention(m.surface, normalise(m.surface), m.type, m.start) for m in code_identifiers(text)]
     weak = _english_names(text)
     if not text.isascii():
         for run in re.finditer(r"[\u4e00-\u9fff]+", text):
@@ -340,7 +370,7 @@ def find_mentions(text: str, dictionary: TermDictionary) -> list[Mention]:
     taken = bytearray(len(text))
     for mention in strong + weak:
         start, end = mention.start, mention.start + len(mention.surface)
-        if mention.key and taken.find(1, start, end) == -1:
+        if mention.key and 0 <= start and end <= len(text) and taken.find(1, start, end) == -1:
             kind = dictionary.type_of(mention.key) or mention.type
             chosen.append(Mention(mention.surface, mention.key, kind, mention.start))
             taken[start:end] = b"\x01" * (end - start)
@@ -362,29 +392,65 @@ def _relation_between(gap: str) -> str | None:
     return None
 
 
-def extract(text: str, dictionary: TermDictionary, *, max_pairs_per_paragraph: int = 12) -> Extraction:
+_CODE_CONTAINERS = frozenset({T.FILE, T.MODULE, T.CLASS})
+_CODE_MEMBERS = frozenset({T.CLASS, T.FUNCTION})
+_MEMBER_GAP = re.compile(r"\s*(?:→|->|::|\.|#|中的|里的|的)?\s*`?")
+
+
+def _pair_relation(left: Mention, right: Mention, gap: str) -> str | None:
+    """The relation two neighbouring mentions of a sentence state, by their types or the words between."""
+    if left.type == T.STAGE and right.type == T.SHORTCUT and _ARROW.search(gap):
+        return TRIGGERS
+    # "`graph_builder.py` → `_extract()`", "EntityDisambiguator.disambiguate()": the file or
+    # class holds the function written right after it.
+    if left.type in _CODE_CONTAINERS and right.type in _CODE_MEMBERS and len(gap) <= 6 and _MEMBER_GAP.fullmatch(gap.strip("`")):
+        return CONTAINS
+    return _relation_between(gap)
+
+
+def extract(text: str, dictionary: TermDictionary, *, window: int = COOCCURRENCE_WINDOW) -> Extraction:
     """Mentions, explicit relations and co-occurrences of one chunk of text."""
     result = Extraction()
     seen: set[Triple] = set()
+
+    def add(triple: Triple) -> None:
+        if triple.source != triple.target and triple not in seen:
+            seen.add(triple)
+            result.relations.append(triple)
+
     for paragraph in _PARAGRAPHS.split(text):
-        mentions = find_mentions(paragraph, dictionary)
+        structure = structural_facts(paragraph)
+        mentions = find_mentions(paragraph, dictionary, structure)
         result.mentions.extend(mentions)
+        # A structural name whose place a dictionary term or a pattern took ("L1 接入层" → layer1)
+        # is known by the name chosen there.
+        key_at = {m.start: m.key for m in mentions}
+        keys = set(key_at.values())
+
+        def key_of(named) -> str | None:
+            key = key_at.get(named.start) or normalise(named.surface)
+            return key if key in keys else None
+
+        for subject, relation, value in structure.relations:
+            source, target = key_of(subject), key_of(value)
+            if source and target:
+                add(Triple(source, relation, target))
         starts = [m.start for m in mentions]  # in order: find_mentions sorts them
         for sentence in _SENTENCE.finditer(paragraph):
             inside = mentions[bisect_left(starts, sentence.start()) : bisect_left(starts, sentence.end())]
             for left, right in itertools.pairwise(inside):
                 if left.key == right.key:
                     continue
-                gap = paragraph[left.start + len(left.surface) : right.start]
-                if left.type == T.STAGE and right.type == T.SHORTCUT and _ARROW.search(gap):
-                    relation = TRIGGERS
-                else:
-                    relation = _relation_between(gap)
-                triple = Triple(left.key, relation, right.key) if relation else None
-                if triple and triple not in seen:
-                    seen.add(triple)
-                    result.relations.append(triple)
-        # Co-occurrence: the paragraph's first distinct entities, pairwise.
-        keys = list(dict.fromkeys(m.key for m in mentions))[:max_pairs_per_paragraph]
-        result.co_occurrences.extend(itertools.combinations(sorted(keys), 2))
+                relation = _pair_relation(left, right, paragraph[left.start + len(left.surface) : right.start])
+                if relation:
+                    add(Triple(left.key, relation, right.key))
+        result.co_occurrences.extend(_neighbour_pairs(mentions, window))
     return result
+
+
+def _neighbour_pairs(mentions: list[Mention], window: int) -> Iterator[tuple[str, str]]:
+    """Each distinct name with the next `window` distinct names of the paragraph (keys sorted)."""
+    order = list(dict.fromkeys(m.key for m in mentions))
+    for i, key in enumerate(order):
+        for other in order[i + 1 : i + 1 + window]:
+            yield (key, other) if key < other else (other, key)

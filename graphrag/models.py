@@ -14,7 +14,12 @@ from knowledge.models import Chunk, Document, KnowledgeBase
 
 
 class EntityType(models.TextChoices):
-    """The eleven node types, each drawn in its own colour."""
+    """The node types, each drawn in its own colour.
+
+    The first eleven are the seed's; the rest come from a document's structure (sections,
+    fields, code identifiers) and from the part-of-speech tags of names (people, places,
+    organisations), so text about neither technology nor code is not all "concept".
+    """
 
     TECHNOLOGY = "technology"
     CONCEPT = "concept"
@@ -27,6 +32,15 @@ class EntityType(models.TextChoices):
     PRIORITY = "priority"
     TOOL = "tool"
     METRIC = "metric"
+    SECTION = "section"
+    FIELD = "field"
+    MODULE = "module"
+    FILE = "file"
+    CLASS = "class"
+    FUNCTION = "function"
+    PERSON = "person"
+    PLACE = "place"
+    ORGANIZATION = "organization"
 
 
 class Entity(models.Model):
@@ -52,8 +66,10 @@ class Entity(models.Model):
 
 
 class Relation(models.Model):
-    EXPLICIT = 1.0  # a rule pattern or an LLM named the relation
-    CO_OCCURRENCE = 0.5  # the two were mentioned in the same paragraph
+    EXPLICIT = 1.0  # a rule pattern, the document's structure or an LLM named the relation
+    # The two were mentioned close together in one paragraph: a weak edge, kept few (see
+    # graphrag.build.strongest_cooccurrences) and weighted well below a stated relation.
+    CO_OCCURRENCE = 0.2
 
     kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="relations")
     document = models.ForeignKey(Document, models.CASCADE, related_name="relations")

@@ -56,7 +56,7 @@ def test_a_build_links_every_entity_and_relation_back_to_its_chunks(kb):
     uses = Relation.objects.get(kb=kb, source__key="streamchatpipeline", relation="uses", target__key="redis")
     assert uses.weight == Relation.EXPLICIT
     assert all("Redis" in Chunk.objects.get(pk=c).text for c in uses.evidence)
-    assert Relation.objects.filter(kb=kb, relation="依赖", source=graphrag, target__key="networkx").exists()
+    assert Relation.objects.filter(kb=kb, relation="depends_on", source=graphrag, target__key="networkx").exists()
     assert Relation.objects.filter(kb=kb, relation="co_occurs", weight=Relation.CO_OCCURRENCE).exists()
     assert Community.objects.filter(kb=kb).exists()
     assert all(c.summary and c.title for c in Community.objects.filter(kb=kb))

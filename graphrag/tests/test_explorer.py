@@ -290,7 +290,7 @@ def test_it_sends_the_strongest_links_first_when_it_caps_them(alice_client, grap
     assert {link["relation"] for link in links[:2]} == {"uses", "depends_on"}
     # Of the two co-occurrences, the one two documents state.
     assert links[2:] == [
-        {"source": graph["redis"].pk, "target": graph["networkx"].pk, "relation": "co_occurs", "weight": 0.5}
+        {"source": graph["redis"].pk, "target": graph["networkx"].pk, "relation": "co_occurs", "weight": Relation.CO_OCCURRENCE}
     ]
 
 

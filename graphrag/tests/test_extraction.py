@@ -28,9 +28,9 @@ def relations(text: str) -> set[Triple]:
         ("pgvector is an extension of PostgreSQL.", Triple("pgvector", "is_a", "postgresql")),
         ("The Quality gate supports HyDE.", Triple("qualitygate", "supports", "hyde")),
         ("Milvus replaces FAISS here.", Triple("milvus", "replaces", "faiss")),
-        ("DeepSearch 依赖 GraphRAG 的社区摘要。", Triple("deepsearch", "依赖", "graphrag")),
-        ("质量门控使用 BM25 的分数。", Triple("质量门控", "使用", "bm25")),
-        ("混合检索融合向量检索和 BM25。", Triple("混合检索", "融合", "向量检索")),
+        ("DeepSearch 依赖 GraphRAG 的社区摘要。", Triple("deepsearch", "depends_on", "graphrag")),
+        ("质量门控使用 BM25 的分数。", Triple("质量门控", "uses", "bm25")),
+        ("混合检索融合向量检索和 BM25。", Triple("混合检索", "integrates_with", "向量检索")),
         ("Stage 5 → Shortcut B", Triple("stage5", "triggers", "shortcutb")),
     ],
 )
