@@ -94,3 +94,31 @@ class ModelProvider(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.model})"
+
+
+class WebSearchSettings(models.Model):
+    """The web search, as set on the Language models page (staff); one row, which once saved
+    replaces the environment's WEB_SEARCH_* settings. Off until enabled."""
+
+    class Provider(models.TextChoices):
+        SEARXNG = "searxng", "SearXNG"
+        BRAVE = "brave", "Brave Search"
+
+    enabled = models.BooleanField(default=False)
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.SEARXNG)
+    base_url = models.URLField("base URL", max_length=500, blank=True)
+    api_key_env = models.CharField("API key from environment variable", max_length=100, blank=True)
+    allow_domains = models.TextField(blank=True)
+    deny_domains = models.TextField(blank=True)
+    max_results = models.PositiveSmallIntegerField(default=5)
+    pages_per_query = models.PositiveSmallIntegerField(default=3)
+    connect_timeout_s = models.FloatField("connect timeout (s)", default=3.0)
+    read_timeout_s = models.FloatField("read timeout (s)", default=5.0)
+    total_timeout_s = models.FloatField("total timeout (s)", default=6.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "web search settings"
+
+    def __str__(self) -> str:
+        return f"{self.get_provider_display()} ({'on' if self.enabled else 'off'})"

@@ -447,6 +447,28 @@ CHAT_MEMORY_SCAN = envint("CHAT_MEMORY_SCAN", "2000")
 # External MCP servers whose tools join the tool channel, as JSON: a list of
 # {"name", "command", "args"?, "env"?} (stdio) or {"name", "url"} (Streamable HTTP).
 MCP_SERVERS = json.loads(os.getenv("MCP_SERVERS", "[]"))
+# Web search (chat.web): a source of DeepSearch and the web_search tool. Off unless a provider
+# is named here or on the Language models page (whose saved settings replace these).
+# WEB_SEARCH_PROVIDER: "searxng" (self-hosted, WEB_SEARCH_URL its base, JSON output on) or
+# "brave" (its key read from the variable WEB_SEARCH_API_KEY_ENV names, a *_API_KEY name).
+WEB_SEARCH_PROVIDER = os.getenv("WEB_SEARCH_PROVIDER", "").strip().lower()
+WEB_SEARCH_URL = os.getenv("WEB_SEARCH_URL", "").strip()
+WEB_SEARCH_API_KEY_ENV = os.getenv("WEB_SEARCH_API_KEY_ENV", "")
+# Results and redirects only from these domains (empty: any), never from the denied ones.
+WEB_SEARCH_ALLOW_DOMAINS = envlist("WEB_SEARCH_ALLOW_DOMAINS", "")
+WEB_SEARCH_DENY_DOMAINS = envlist("WEB_SEARCH_DENY_DOMAINS", "")
+# Inside hosts or networks ("searxng", "10.0.0.0/8", "127.0.0.1") a fetch may reach; every
+# other loopback, private or link-local address is refused (WEB_SEARCH_URL's host may be
+# asked for results, but a result page there is refused unless listed here too).
+WEB_FETCH_ALLOW_HOSTS = envlist("WEB_FETCH_ALLOW_HOSTS", "")
+WEB_SEARCH_MAX_RESULTS = envint("WEB_SEARCH_MAX_RESULTS", "5")
+WEB_SEARCH_PAGES = envint("WEB_SEARCH_PAGES", "3")  # result pages fetched per query
+WEB_SEARCH_CONNECT_TIMEOUT_S = envfloat("WEB_SEARCH_CONNECT_TIMEOUT_S", "3")
+WEB_SEARCH_READ_TIMEOUT_S = envfloat("WEB_SEARCH_READ_TIMEOUT_S", "5")
+WEB_SEARCH_TOTAL_TIMEOUT_S = envfloat("WEB_SEARCH_TOTAL_TIMEOUT_S", "6")  # one query, pages included
+WEB_SEARCH_MAX_RESPONSE_BYTES = envint("WEB_SEARCH_MAX_RESPONSE_BYTES", "4000000")
+WEB_FETCH_MAX_BYTES = envint("WEB_FETCH_MAX_BYTES", "2000000")
+WEB_FETCH_MAX_REDIRECTS = envint("WEB_FETCH_MAX_REDIRECTS", "3")
 # --- end of Chat ------------------------------------------------------------------------
 
 # Demo content created by `manage.py setup_demo` (make run).

@@ -20,6 +20,7 @@ urlpatterns = [
     path("settings/models/<int:pk>/move/<str:direction>/", views.model_move, name="model-move"),
     path("settings/models/<int:pk>/delete/", views.model_delete, name="model-delete"),
     path("settings/models/<int:pk>/test/", views.model_test, name="model-test"),
+    path("settings/web-search/", views.web_search_save, name="web-search-save"),
     path("", include("chat.urls")),
     path("", include("knowledge.urls")),
     path("", include("graphrag.urls")),

@@ -12,10 +12,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import model_settings
+from . import model_settings, web_settings
 from .llm import get_llm
 from .model_settings import ModelProviderForm
 from .models import ApiToken, ModelProvider
+from .web_settings import WebSearchSettingsForm
 
 TOKENS = "agentic_rag/tokens.html"
 
@@ -74,8 +75,27 @@ def model_list(request: HttpRequest) -> HttpResponse:
             request, _("Added %(name)s. Test it below; the chat uses it from the next question on.") % {"name": row.name}
         )
         return redirect("model-list")
-    context = {"form": form, "statuses": model_settings.model_statuses(), "has_model": get_llm().has_model}
-    return render(request, MODELS, context, status=400 if form.errors else 200)
+    return _models_page(request, form, WebSearchSettingsForm(instance=web_settings.current_row(), user=request.user))
+
+
+def _models_page(request: HttpRequest, form: ModelProviderForm, web_form: WebSearchSettingsForm) -> HttpResponse:
+    context = {
+        "form": form, "statuses": model_settings.model_statuses(), "has_model": get_llm().has_model,
+        "web_form": web_form, "web_status": web_settings.web_search_status(),
+    }
+    return render(request, MODELS, context, status=400 if form.errors or web_form.errors else 200)
+
+
+@login_required
+@require_POST
+def web_search_save(request: HttpRequest) -> HttpResponse:
+    _staff_only(request)
+    web_form = WebSearchSettingsForm(request.POST, instance=web_settings.current_row(), user=request.user)
+    if not web_form.is_valid():
+        return _models_page(request, ModelProviderForm(user=request.user), web_form)
+    web_form.save()
+    messages.success(request, _("Saved the web search settings; the chat uses them from the next question on."))
+    return redirect("model-list")
 
 
 @login_required

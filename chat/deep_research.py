@@ -4,7 +4,9 @@
    (`{"sub_questions": [...]}`); offline, or when the model fails, the question is cut at its
    question marks and conjunctions ("…？…？", ", and what …", "以及").
 2. Each round retrieves every open query from the KB (hybrid) and the graph (`hybrid+graph`
-   when the KB has a graph) side by side.
+   when the KB has a graph) side by side, and from the web when web search is on
+   (chat.web): the passages of the result pages that hold at least the answer gate's share of
+   the sub-question's terms join its evidence as WEB items, one after each KB reference.
 3. Sufficiency: a sub-question is answered when one piece of its evidence holds at least
    `SUFFICIENT_COVERAGE` of its terms (the model judges instead when one is configured).
 4. Follow-ups for the open sub-questions: the model's queries, or offline the sub-question
@@ -18,10 +20,14 @@ open), which the pipeline streams and records in the trace.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.conf import settings
 
 from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import get_llm
@@ -42,11 +48,15 @@ from .agent_support import (
     worker_output,
 )
 from .pipeline.stages import evidence_coverage
+from .web import WebFindings, WebSearcher, web_search_config
 
 MAX_ROUNDS = 3
 MAX_SUB_QUESTIONS = 4
 SUFFICIENT_COVERAGE = 0.5
 _POOL = DatabaseThreadPool(max_workers=4, thread_name_prefix="deep-research")
+WEB_QUERIES_PER_ROUND = 4
+# Web searches touch no database and wait on other servers: threads of their own.
+_WEB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="deep-research-web")
 
 # Where a compound question splits: question marks, semicolons, and the conjunctions that
 # start a second question ("…, and what …", "…以及…").
@@ -63,6 +73,7 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 class SubQuestion:
     text: str
     evidence: list[Candidate] = field(default_factory=list)
+    web: list[Candidate] = field(default_factory=list)  # passages of web pages, when web search is on
     coverage: float = 0.0
     judged_open: bool | None = None  # the model's verdict, when a model judged
 
@@ -164,16 +175,25 @@ class DeepResearchWorker:
         subs = [SubQuestion(text) for text in texts]
         emit("thinking", {"text": f"{len(subs)} sub-question(s) ({planner}): " + " | ".join(texts)})
         results: list[RetrievalResult] = []
+        web = web_searcher()
+        web_warnings: list[str] = []
         pending = {i: [s.text] for i, s in enumerate(subs)}
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):
             queries = [(i, q) for i, qs in pending.items() for q in qs]
+            on_web = start_web_searches(web, queries[:WEB_QUERIES_PER_ROUND])
             found = list(_POOL.map(lambda item: (item[0], search(item[1], kb, params)), queries))
             for i, result in found:
                 results.append(result)
                 _add_evidence(subs[i], result.references)
+            web_found = [(i, finish_web_search(future, web)) for i, future in on_web]
+            for i, findings in web_found:
+                _add_web_evidence(subs[i], findings)
+                web_warnings.extend(findings.warnings)
             for sub in subs:
-                sub.coverage = evidence_coverage(sub.text, sub.evidence, tokenize=analyze, expand=expand_query)
+                sub.coverage = evidence_coverage(
+                    sub.text, sub.evidence + sub.web, tokenize=analyze, expand=expand_query
+                )
             judged = judge(subs, llm)
             if judged is not None:  # the model's verdict replaces the coverage rule
                 for i, sub in enumerate(subs):
@@ -182,7 +202,9 @@ class DeepResearchWorker:
             emit("round", {
                 "round": rounds,
                 "queries": [q for _, q in queries],
-                "found": sorted({c.doc_name for _, r in found for c in r.references}),
+                "found": sorted({c.doc_name for _, r in found for c in r.references}
+                                | {p.title or p.url for _, f in web_found for p in f.passages}),
+                "web": [p.url for _, f in web_found for p in f.passages],
                 "open": [subs[i].text for i in open_subs],
                 "sufficient": not open_subs,
             })
@@ -198,7 +220,7 @@ class DeepResearchWorker:
             references = list(results[0].references)
         open_subs = [s.text for s in subs if not s.answered]
         uncovered = f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}" if open_subs else ""
-        warnings = [warning for warning in (uncovered, llm.failure) if warning]
+        warnings = [warning for warning in (uncovered, llm.failure, *dict.fromkeys(web_warnings)) if warning]
         return worker_output(
             combined_result(query, "deep_research", results, references, warnings=warnings, parts=[s.text for s in subs]),
             incomplete=uncovered,
@@ -225,15 +247,57 @@ def _add_evidence(sub: SubQuestion, references) -> None:
     sub.evidence.extend(c for c in references if c.chunk_id not in known)
 
 
+def web_searcher() -> WebSearcher | None:
+    """This run's web search, or None when it is off (then nothing is sent anywhere)."""
+    config = web_search_config()
+    return WebSearcher(config, analyze) if config.is_enabled else None
+
+
+def start_web_searches(web: WebSearcher | None, queries: list[tuple[int, str]]) -> list[tuple[int, Future]]:
+    if web is None:
+        return []
+    return [(i, _WEB_POOL.submit(contextvars.copy_context().run, web.search, q)) for i, q in queries]
+
+
+def finish_web_search(future: Future, web: WebSearcher) -> WebFindings:
+    """The search's findings; it ends within its own total time, this wait only guards that."""
+    try:
+        return future.result(timeout=web.config.total_timeout_s + 2.0)
+    except Exception as error:  # the web is a bonus source: the round goes on with the KB's
+        future.cancel()
+        return WebFindings("", warnings=(f"web search failed: {type(error).__name__}: {error}",))
+
+
+def _add_web_evidence(sub: SubQuestion, findings: WebFindings) -> None:
+    """The passages that hold enough of the sub-question, as candidates; each page's text
+    is data, quoted and checked like a document's, never followed."""
+    known = {c.chunk_id for c in sub.web}
+    for passage, share in zip(findings.passages, findings.scores, strict=True):
+        if share >= settings.CHAT_MIN_EVIDENCE_COVERAGE and passage.chunk_id not in known:
+            known.add(passage.chunk_id)
+            sub.web.append(passage.as_candidate(share))
+
+
+def _ranked(sub: SubQuestion) -> list[Candidate]:
+    """The sub-question's KB evidence with a web passage after each reference, best first."""
+    if not sub.web:
+        return sub.evidence
+    merged: list[Candidate] = []
+    for depth in range(max(len(sub.evidence), len(sub.web))):
+        merged.extend(kind[depth] for kind in (sub.evidence, sub.web) if depth < len(kind))
+    return merged
+
+
 def interleave(subs: list[SubQuestion], *, limit: int) -> list[Candidate]:
     """Each sub-question's best evidence in turn, so every part reaches the answer."""
     chosen: list[Candidate] = []
     seen: set[int] = set()
+    ranked = [_ranked(sub) for sub in subs]
     depth = 0
-    while len(chosen) < limit and any(depth < len(s.evidence) for s in subs):
-        for sub in subs:
-            if depth < len(sub.evidence) and sub.evidence[depth].chunk_id not in seen and len(chosen) < limit:
-                seen.add(sub.evidence[depth].chunk_id)
-                chosen.append(sub.evidence[depth])
+    while len(chosen) < limit and any(depth < len(r) for r in ranked):
+        for evidence in ranked:
+            if depth < len(evidence) and evidence[depth].chunk_id not in seen and len(chosen) < limit:
+                seen.add(evidence[depth].chunk_id)
+                chosen.append(evidence[depth])
         depth += 1
     return chosen

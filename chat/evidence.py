@@ -20,7 +20,7 @@ _DIRECTIVE_WORDS = 4  # a text fragment names the quote by its first and last wo
 @dataclass(frozen=True)
 class EvidenceItem:
     n: int
-    source: str  # "KB" | "GRAPH" | "TOOL"
+    source: str  # "KB" | "GRAPH" | "TOOL" | "WEB"
     doc: str
     section: str
     score: float | None
@@ -30,6 +30,11 @@ class EvidenceItem:
     before: str = ""
     quote: str = ""
     after: str = ""
+
+    @property
+    def page_url(self) -> str:
+        """The URL without the text directive that opens it at the quote."""
+        return self.url.split("#:~:", 1)[0].removesuffix("#")
 
 
 @dataclass(frozen=True)
@@ -48,15 +53,16 @@ def evidence_items(raw: Iterable[Mapping[str, Any]] | None) -> list[EvidenceItem
     for entry in raw or ():
         if not isinstance(entry, Mapping) or entry.get("n") in (None, ""):
             continue
+        source = _source(entry.get("source"))
         items.append(
             EvidenceItem(
                 n=int(entry["n"]),
-                source=_source(entry.get("source")),
+                source=source,
                 doc=str(entry.get("doc") or entry.get("doc_name") or ""),
                 section=str(entry.get("section") or ""),
                 score=_float_or_none(entry.get("score")),
                 preview=str(entry.get("preview") or entry.get("quote") or entry.get("text") or ""),
-                url=_safe_url(entry.get("url")),
+                url=_safe_url(entry.get("url"), source),
             )
         )
     return sorted(items, key=lambda item: item.n)
@@ -84,7 +90,7 @@ def _passed(entry: Mapping[str, Any]) -> bool:
 
 def _source(value: Any) -> str:
     source = str(value or "").upper()
-    return source if source in ("TOOL", "GRAPH") else "KB"
+    return source if source in ("TOOL", "GRAPH", "WEB") else "KB"
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -94,9 +100,12 @@ def _float_or_none(value: Any) -> float | None:
         return None
 
 
-def _safe_url(value: Any) -> str:
-    # Only our own pages: a link in the evidence panel must never carry a script URL.
+def _safe_url(value: Any, source: str = "KB") -> str:
+    # Our own pages, and a web passage's http(s) page: a link in the evidence panel must
+    # never carry a script URL.
     url = str(value or "")
+    if source == "WEB":
+        return url if re.match(r"https?://[^\s/]", url, flags=re.IGNORECASE) and not re.search(r"[\s<>\"']", url) else ""
     return url if url.startswith("/") and not url.startswith("//") else ""
 
 
@@ -123,7 +132,9 @@ def at_quote(item: EvidenceItem, text: str, quote: str) -> EvidenceItem:
     start, end = found
     before, after = quote_window(text, start, end)
     quote = text[start:end]
-    return replace(item, before=before, quote=quote, after=after, url=_with_text_fragment(item.url, quote))
+    # A web page is opened at the quote too (a text directive needs the "#").
+    url = item.url + "#" if item.source == "WEB" and item.url and "#" not in item.url else item.url
+    return replace(item, before=before, quote=quote, after=after, url=_with_text_fragment(url, quote))
 
 
 def find_quote(text: str, quote: str) -> tuple[int, int] | None:

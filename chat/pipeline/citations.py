@@ -113,7 +113,7 @@ def check_citations(
             checked.append(Citation(cited.n, cited.quote, False, f"no evidence [{cited.n}]", cited.sentence))
             continue
         verified, reason = verify_quote(cited.quote, item.text)
-        if verified and question and item.source == "KB" and not addresses_question(
+        if verified and question and item.source in ("KB", "WEB") and not addresses_question(
             # The sentence is read in its section: an FAQ's answer sits under its question.
             question, f"{item.section} {cited.sentence}", tokenize or simple_tokenize, expand
         ):

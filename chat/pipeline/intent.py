@@ -123,6 +123,7 @@ TOOL_KEYWORDS: dict[str, re.Pattern[str]] = {
             r"\brequests?\b"
         ),
         "knowledge_lookup": r"查询|搜索|查找",
+        "web_search": r"(?:联网|上网|网上)(?:搜|查)|\bsearch\s+(?:on\s+)?the\s+(?:web|internet)\b|\bweb\s+search\b",
     }.items()
 }
 
@@ -155,7 +156,7 @@ LIVE_ONLY: dict[str, re.Pattern[str]] = {
 # must not answer a question about what the documents say, a configured value or the tool itself:
 # "what is the current QPS limit?", "How is the weather tool implemented?", "the exchange rate
 # source of the currency tool" are questions for the knowledge base, even with a live cue.
-DATA_TOOLS = frozenset({"system_metrics", "datetime", "weather", "currency", "sales", "ticket"})
+DATA_TOOLS = frozenset({"system_metrics", "datetime", "weather", "currency", "sales", "ticket", "web_search"})
 _ABOUT_THE_DOCS = re.compile(
     r"\b(?:limit(?:s|er|ers|ing)?|quotas?|targets?|goals?|budgets?|promised?|promises|guarantee[sd]?|aims?|SLOs?|SLAs?|"
     r"thresholds?|defaults?|config(?:ured|uration)?|settings?|documented|docs|documentation|designed|"

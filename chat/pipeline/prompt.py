@@ -70,7 +70,8 @@ def detect_task(message: str) -> Task:
 
 
 def prompt_mode(evidence: Sequence[EvidenceItem]) -> Mode:
-    sources = {item.source for item in evidence}
+    # A web passage is read as a document is: quoted, cited, checked.
+    sources = {"KB" if item.source == "WEB" else item.source for item in evidence}
     if sources == {"KB", "TOOL"}:
         return "HYBRID"
     if sources == {"TOOL"}:
@@ -100,7 +101,7 @@ def assemble_prompt(
     instruction = {"SYSTEM": SYSTEM_MODE_INSTRUCTION, "GENERAL": GENERAL_MODE_INSTRUCTION}.get(mode, SYSTEM_INSTRUCTION)
     system = f"<system_instruction>\n{instruction}\n</system_instruction>\n<output_rules>\n{rules}\n</output_rules>"
     parts = [f"<mode>{mode}</mode>", f"<memory>{escape(memory)}</memory>" if memory else "", _history_block(history)]
-    parts += [_documents_block(evidence, "KB", "documents"), _documents_block(evidence, "TOOL", "tool_results")]
+    parts += [_documents_block(evidence, ("KB", "WEB"), "documents"), _documents_block(evidence, ("TOOL",), "tool_results")]
     if original and original.strip() != question.strip():
         parts.append(f"<user_message>{escape(original)}</user_message>")
     parts.append(f"<question>{escape(question)}</question>")
@@ -116,8 +117,8 @@ def _history_block(history: Sequence[Turn]) -> str:
     return f"<history>\n{turns}\n</history>"
 
 
-def _documents_block(evidence: Sequence[EvidenceItem], source: str, tag: str) -> str:
-    items = [item for item in evidence if item.source == source]
+def _documents_block(evidence: Sequence[EvidenceItem], sources: tuple[str, ...], tag: str) -> str:
+    items = [item for item in evidence if item.source in sources]
     if not items:
         return ""
     return f"<{tag}>\n" + "\n".join(document_element(item) for item in items) + f"\n</{tag}>"
@@ -135,4 +136,6 @@ def document_element(item: EvidenceItem) -> str:
         attributes += f" section={_attr(item.section)}"
     if item.source == "TOOL":
         attributes += ' source="TOOL"'
+    elif item.source == "WEB":
+        attributes += f' source="WEB" url={_attr(item.url)}'
     return f"<document {attributes}>{escape(item.text)}</document>"

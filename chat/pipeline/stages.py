@@ -178,20 +178,28 @@ def number_evidence(
 
     A reference the graph agent chose (it states a relation or sums up a community) keeps
     that label as its section, so the prompt and the reader see what it was chosen for.
+    A web passage (a reference DeepSearch found on the web, or a page a tool read) is a WEB
+    item linking to its page.
     """
-    items = [
-        EvidenceItem(
-            n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.metadata.get("graph") or c.section,
-            float(c.score), url_for(c), graph=c.metadata.get("graph", ""),
-        )
-        for n, c in enumerate(references[:limit], 1)
-    ]
-    ok_results = [result for result in tool_results if result.ok]
-    items += [
-        EvidenceItem(len(items) + i, "TOOL", result.name, result.output)
-        for i, result in enumerate(ok_results, 1)
-    ]
+    items = [_reference_item(n, c, url_for) for n, c in enumerate(references[:limit], 1)]
+    for result in (result for result in tool_results if result.ok):
+        if result.sources:
+            items += [
+                EvidenceItem(len(items) + 1, "WEB", s.title or s.url, s.text, section=s.section, url=s.url)
+                for s in result.sources
+            ]
+        else:
+            items.append(EvidenceItem(len(items) + 1, "TOOL", result.name, result.output))
     return tuple(items)
+
+
+def _reference_item(n: int, c: Candidate, url_for: Callable[[Candidate], str]) -> EvidenceItem:
+    if c.metadata.get("web_url"):
+        return EvidenceItem(n, "WEB", c.doc_name, c.text, section=c.section, score=float(c.score), url=c.metadata["web_url"])
+    return EvidenceItem(
+        n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.metadata.get("graph") or c.section,
+        float(c.score), url_for(c), graph=c.metadata.get("graph", ""),
+    )
 
 
 # --- S8 streaming ----------------------------------------------------------------------------

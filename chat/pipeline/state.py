@@ -23,17 +23,17 @@ class Turn:
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    """What `[n]` in an answer points at: a KB chunk or a tool's output."""
+    """What `[n]` in an answer points at: a KB chunk, a tool's output or a web page's passage."""
 
     n: int
-    source: Literal["KB", "TOOL"]
-    doc: str  # the document's name, or the tool's
+    source: Literal["KB", "TOOL", "WEB"]
+    doc: str  # the document's name, the tool's, or the web page's title
     text: str
     doc_id: int | None = None
     chunk_id: int | None = None
     section: str = ""
     score: float = 0.0
-    url: str = ""
+    url: str = ""  # the chunk on its document's page, or the web page itself
     graph: str = ""  # the relation or community the graph agent chose this chunk for
 
     def as_event(self) -> dict[str, Any]:

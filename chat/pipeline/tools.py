@@ -31,16 +31,17 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool; `handler(parameters)`, or `handler(parameters, context)` when `uses_context`."""
+    """A tool; `handler(parameters)`, or `handler(parameters, context)` when `uses_context`,
+    returning text or a CitedOutput."""
 
     name: str
     description: str
-    handler: Callable[..., str]
+    handler: Callable[..., str | CitedOutput]
     extract: Callable[[str], dict[str, Any] | None]
     parameters: dict[str, Any] = field(default_factory=dict)  # JSON schema
     uses_context: bool = False
 
-    def call(self, parameters: dict[str, Any], context: ToolContext) -> str:
+    def call(self, parameters: dict[str, Any], context: ToolContext) -> str | CitedOutput:
         return self.handler(parameters, context) if self.uses_context else self.handler(parameters)
 
 
@@ -51,6 +52,15 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class CitedOutput:
+    """A handler's output with the passages it read (web pages): each becomes evidence of its
+    own, cited by its URL, instead of one TOOL item."""
+
+    text: str
+    sources: tuple[Any, ...] = ()  # each with url, title, text and section (chat.web.WebPassage)
+
+
+@dataclass(frozen=True)
 class ToolResult:
     name: str
     parameters: dict[str, Any]
@@ -58,9 +68,11 @@ class ToolResult:
     ok: bool = True
     error: str = ""
     ms: float = 0.0
+    sources: tuple[Any, ...] = ()  # a CitedOutput's passages
 
     def as_event(self) -> dict[str, Any]:
-        return {"name": self.name, "parameters": self.parameters, "result": self.output, "ok": self.ok, "error": self.error}
+        event = {"name": self.name, "parameters": self.parameters, "result": self.output, "ok": self.ok, "error": self.error}
+        return {**event, "sources": [source.url for source in self.sources]} if self.sources else event
 
 
 class ToolChannel(Protocol):
@@ -108,7 +120,10 @@ class ToolRegistry:
         except Exception as error:  # a tool's failure must not end the chat
             ms = (time.perf_counter() - started) * 1000
             return ToolResult(call.name, call.parameters, "", False, f"{type(error).__name__}: {error}", ms)
-        return ToolResult(call.name, call.parameters, output, ms=(time.perf_counter() - started) * 1000)
+        ms = (time.perf_counter() - started) * 1000
+        if isinstance(output, CitedOutput):
+            return ToolResult(call.name, call.parameters, output.text, ms=ms, sources=output.sources)
+        return ToolResult(call.name, call.parameters, output, ms=ms)
 
 
 def run_calls(

@@ -6,7 +6,7 @@ from django.conf import settings
 
 from chat.pipeline.tools import Tool, ToolRegistry
 
-from . import calculator, currency, demo, knowledge_lookup, system_metrics, world_clock
+from . import calculator, currency, demo, knowledge_lookup, system_metrics, web_search, world_clock
 
 _NO_PARAMETERS = {"type": "object", "properties": {}}
 
@@ -25,6 +25,8 @@ def builtin_tools() -> tuple[Tool, ...]:
              system_metrics.make_handler(), system_metrics.extract, system_metrics.PARAMETERS),
         Tool("knowledge_lookup", "Search a knowledge base the user may read.", knowledge_lookup.make_handler(),
              knowledge_lookup.extract, knowledge_lookup.PARAMETERS, uses_context=True),
+        Tool("web_search", "Search the web and read the result pages (when an administrator turned web search on).",
+             web_search.make_handler(), web_search.extract, web_search.PARAMETERS),
         Tool("weather", "Demo weather by city (fixture data).", demo.handle_weather, demo.extract_weather,
              {"type": "object", "properties": {"city": {"type": "string"}}}),
         Tool("sales", "Demo sales by quarter (fixture data).", demo.handle_sales, demo.extract_sales,
