@@ -2,7 +2,8 @@
 
 It searches in `hybrid+graph` mode and puts graph evidence first: for a question about how
 two things relate, the relations on the path between them; for "what directions / themes
-exist", the best communities; otherwise the explicit relations of the entities the question
+exist", the chunks cited by the communities whose reports answer it best (graphrag's
+map-reduce global search); otherwise the explicit relations of the entities the question
 names. Each graph item is the chunk that states it, labelled with the relation or community
 (`Candidate.metadata["graph"]`), so it is cited and verified like any chunk. A KB without a
 graph yet gets the plain hybrid answer and a warning.
@@ -19,7 +20,7 @@ from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalResult, retrieve
 from knowledge.search import get_backend
 
-from .agent_support import search_params, the_kb, worker_output
+from .agent_support import graph_mode, search_params, the_kb, worker_output
 from .routing_kb import graph_question
 
 GRAPH_ITEMS = 3  # graph evidence ahead of the chunks; the rest of top_k stays retrieval's
@@ -46,23 +47,28 @@ class GraphAgentWorker:
         tools: Any = None,  # the tool channel: only the ReAct agent calls tools
     ) -> dict[str, Any]:
         kb = the_kb(self.kb_slug, kb)
-        params = search_params(kb, "hybrid+graph", top_k=top_k, rerank=rerank)
+        # hybrid+graph unless the KB's own evaluation found the graph leg no help (graph_mode).
+        params = search_params(kb, graph_mode(kb), top_k=top_k, rerank=rerank)
         result = (retriever or retrieve)(query, kb, params)
         if graph_index(kb) is None:
             result.warnings.append("this knowledge base has no graph yet: answered from hybrid search")
             graph_items: list[Candidate] = []
         else:
-            graph_items = graph_evidence(kb, query, graph_question(query) or "local")
+            graph_items = graph_evidence(kb, query, graph_question(query) or "local", llm=llm)
         return worker_output(with_graph_evidence(result, graph_items, limit=params.top_k))
 
 
-def graph_evidence(kb: KnowledgeBase, query: str, kind: str) -> list[Candidate]:
-    """The chunks that state the graph's answer, each labelled with what it states."""
+def graph_evidence(kb: KnowledgeBase, query: str, kind: str, *, llm: Any = None) -> list[Candidate]:
+    """The chunks that state the graph's answer, each labelled with what it states.
+
+    For a global question, the chunks the best communities' partial answers cite (the model
+    maps the question over their reports when `llm` has one).
+    """
     labelled: list[tuple[int, str]] = []
     if kind == "path":
         labelled = [(f.chunk_ids[0], _label(f)) for f in path_search(kb, query) if f.chunk_ids]
     elif kind == "global":
-        labelled = [(a.chunk_ids[0], f"community: {a.community.title}") for a in global_search(kb, query) if a.chunk_ids]
+        labelled = [(a.chunk_ids[0], f"community: {a.community.title}") for a in global_search(kb, query, llm=llm) if a.chunk_ids]
     if not labelled:  # "local", or no path / community found
         labelled = [(f.chunk_ids[0], _label(f)) for f in local_search(kb, query).facts if f.chunk_ids]
     chosen: dict[int, str] = {}

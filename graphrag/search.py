@@ -9,7 +9,9 @@ build changes it, so a query costs a few array operations, not a walk over the O
   seeded at the question's entities (rarer entities weigh more). It scores chunks that are
   one or two hops away from what the question names: the graph leg of `retrieve()`.
 - `local_search`: matched entities, their strongest neighbours and relations, their chunks.
-- `global_search`: map over community summaries (score each by the question), reduce the best.
+- `global_search` / `global_answer`: the question mapped over the best community reports, the
+  partial answers reduced into one cited answer (map_reduce.py); `rank_communities` chooses the
+  reports by the question's words in their summaries (what global search was before).
 - `path_search`: the shortest weighted path between two named entities, with its evidence.
 """
 
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -29,7 +33,9 @@ from knowledge.models import KnowledgeBase
 
 from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
 from .extraction import TermDictionary, find_mentions
+from .map_reduce import GlobalAnswer, GlobalParams, Point, map_reports, reduce_partials
 from .models import Community, Entity, GraphDocument, Mention, Relation
+from .reports import load_reports
 
 
 @dataclass
@@ -228,10 +234,11 @@ class CommunityAnswer:
     community: Community
     score: float
     chunk_ids: tuple[int, ...]
+    points: tuple[Point, ...] = ()  # its partial answer, when the question was mapped over it
 
 
-def global_search(kb: KnowledgeBase, query: str, *, top: int = 4) -> list[CommunityAnswer]:
-    """Map: score every top-level community summary by the question. Reduce: keep the best."""
+def rank_communities(kb: KnowledgeBase, query: str) -> list[CommunityAnswer]:
+    """Every top-level community, scored by the question's words in its title and summary."""
     terms = set(analyze(query))
     index = graph_index(kb)
     named = {int(index.entity_ids[r]) for r in match_entities(query, index)} if index else set()
@@ -245,7 +252,51 @@ def global_search(kb: KnowledgeBase, query: str, *, top: int = 4) -> list[Commun
         # With no term in common the community's size decides: "what themes exist" asks for all.
         score = overlap + named_here + 0.01 * math.log(1 + community.rank)
         answers.append(CommunityAnswer(community, score, tuple(community.chunk_ids)))
-    return sorted(answers, key=lambda a: -a.score)[:top]
+    return sorted(answers, key=lambda a: -a.score)
+
+
+def global_search(
+    kb: KnowledgeBase, query: str, *, top: int = 4, llm: Any = None, params: GlobalParams | None = None
+) -> list[CommunityAnswer]:
+    """The communities whose reports answer the question best, each with the chunks its answer cites first.
+
+    The question is mapped over the best-ranked community reports (by the model when `llm`
+    has one, extractively otherwise); a community whose report helps more comes first.
+    """
+    params = params or GlobalParams.from_settings()
+    ranked = rank_communities(kb, query)[: max(top, params.communities)]
+    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report)
+    partials = {p.community_id: p for p in map_reports(query, reports, llm=llm, params=params).partials}
+    order = {a.community.pk: n for n, a in enumerate(ranked)}
+    answers = []
+    for answer in ranked:
+        partial = partials.get(answer.community.pk)
+        points = partial.points if partial else ()
+        cited = [chunk_id for point in points for chunk_id in point.chunk_ids]
+        chunk_ids = tuple(dict.fromkeys([*cited, *answer.community.chunk_ids]))
+        answers.append(CommunityAnswer(answer.community, partial.helpfulness if partial else 0, chunk_ids, points))
+    return sorted(answers, key=lambda a: (-a.score, order[a.community.pk]))[:top]
+
+
+def global_answer(kb: KnowledgeBase, query: str, *, llm: Any = None, params: GlobalParams | None = None) -> GlobalAnswer:
+    """Map the question over the best community reports, reduce the partial answers into one cited answer."""
+    params = params or GlobalParams.from_settings()
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    ranked = rank_communities(kb, query)[: params.communities]
+    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report)
+    timings["reports"] = _ms_since(started)
+    outcome = map_reports(query, reports, llm=llm, params=params)
+    timings["map"] = _ms_since(started) - timings["reports"]
+    answer = reduce_partials(query, outcome, reports, llm=llm, params=params)
+    timings["reduce"] = _ms_since(started) - timings["reports"] - timings["map"]
+    timings["total"] = _ms_since(started)
+    answer.timings_ms = {k: round(v, 1) for k, v in timings.items()}
+    return answer
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def path_search(kb: KnowledgeBase, query: str, *, max_hops: int = 4) -> list[GraphFact]:
