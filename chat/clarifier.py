@@ -1,12 +1,13 @@
 """The Planner's Clarifier (Plan-Execute-Report): ask instead of guessing when a question is ambiguous.
 
-Three kinds of ambiguity, found by rules (no model call, a few indexed queries):
+Four kinds of ambiguity, found by rules (no model call, a few indexed queries):
 
 - "scope": the question names a document or a chapter ("在 setup.md 里", "第3章", "chapter 2")
   that the KB being searched does not hold, or it chose a KB that holds nothing;
 - "kb": no KB was chosen and the router found two (or three) equally likely;
 - "pronoun": the question opens with a pronoun (它, 这个, they, this …) and the
-  conversation has no earlier turn it could point back to.
+  conversation has no earlier turn it could point back to;
+- "vague": a first question with no word to search for (the plan's `needs_clarification`).
 
 Each gives at most MAX_CHOICES choices, each a label and what to continue with: the
 question (as it was, or with the pronoun or the scope spelled out) and the KB to ask it in.
@@ -37,7 +38,7 @@ class Choice:
 
 @dataclass(frozen=True)
 class Clarification:
-    kind: str  # "scope" | "kb" | "pronoun"
+    kind: str  # "scope" | "kb" | "pronoun" | "vague"
     reason: str  # for the trace, in English
     question: str  # what the user is asked, in the question's language
     choices: tuple[Choice, ...] = ()
@@ -260,6 +261,16 @@ def _spell_out(message: str, word: str, subject: str) -> str:
     return message.replace(word, f"{subject} ", 1).replace("  ", " ")
 
 
+def vague(asked: Asked, library: Library) -> Clarification | None:
+    """A first question with no word to search for ("是什么？"): the plan would have no task to run."""
+    if asked.has_history or asked.kb is None or analyze(asked.message):
+        return None
+    language = language_of(asked.message)
+    ask = "{} 是什么？" if language == "zh" else "What is {}?"
+    choices = tuple(Choice(title, ask.format(title), asked.kb.slug) for title in library.chapters(asked.kb.slug)[:MAX_CHOICES])
+    return Clarification("vague", "the question has no word to search for", _say(language, "vague"), choices)
+
+
 # --- the Clarifier -------------------------------------------------------------------------------
 
 
@@ -274,7 +285,7 @@ def clarify(asked: Asked, library: Library, *, min_score: float, max_gap: float)
     if found is None and not asked.kb_chosen and len(asked.ranked) > 1:
         names = {kb.slug: kb.name for kb in library.kbs_with_content()}
         found = kb_tie(asked, names, min_score=min_score, max_gap=max_gap)
-    return found or pronoun(asked, library)
+    return found or pronoun(asked, library) or vague(asked, library)
 
 
 _TEXTS = {
@@ -297,6 +308,10 @@ _TEXTS = {
     "kb_tie": {
         "en": "This question fits more than one of your knowledge bases equally well. Which one do you mean?",
         "zh": "这个问题和你的几个知识库都同样相关。你想问的是哪一个？",
+    },
+    "vague": {
+        "en": "What would you like to know? Pick a topic, or ask again in a few more words.",
+        "zh": "你想了解什么？请选一个主题，或者多写几个字再问一次。",
     },
     "pronoun": {
         "en": "What does “{word}” refer to? Pick one, or ask again naming it.",

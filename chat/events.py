@@ -13,7 +13,7 @@ Event types and their `data`:
 - "token": {text}
 - "citation": {n, doc, chunk_id, quote, verified}
 - "thinking", "round", "plan", "task", "report", "step": what a multi-step agent reports
-- "clarify": {kind: "scope"|"kb"|"pronoun", reason, question, agent_type, choices: [{label, message, kb}]},
+- "clarify": {kind: "scope"|"kb"|"pronoun"|"vague", reason, question, agent_type, choices: [{label, message, kb}]},
   the Clarifier asking instead of guessing (chat.clarifier); the run ends with shortcut A
 - "final": {trace_id, total_ms, response, citations, shortcut, verification, status, partial,
   message_id, session_id}

@@ -105,6 +105,13 @@ def test_a_follow_up_pronoun_is_not_asked_about():
     assert run(asked("它的默认值是多少？", history=True)) is None
 
 
+def test_a_first_question_with_no_word_to_search_for_offers_the_kbs_topics():
+    found = run(asked("是什么？"))
+    assert found.kind == "vague" and [c.message for c in found.choices] == [
+        "Architecture 是什么？", "Ingestion 是什么？", "Retrieval 是什么？"]
+    assert run(asked("是什么？", history=True)) is None
+
+
 # --- an empty scope --------------------------------------------------------------------------------
 
 
@@ -244,3 +251,25 @@ def test_other_agents_do_not_ask(docs_kb, alice, extractive, events, agent_type)
 def test_a_clear_question_goes_through_the_plan(docs_kb, alice, extractive, events):
     result = run_chat(plan_execute(alice, "How does hybrid search fuse the rankings?"), emit=events, llm=extractive)
     assert not events.of("clarify") and events.of("plan") and "reciprocal rank fusion" in result.answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_plan_execute_asks_which_kb_when_two_fit_alike(docs_kb, alice, extractive, events):
+    twin = KnowledgeBase.objects.create(slug="alice-twin", name="Alice's twin", owner=alice)
+    ingest_docs(twin)  # the same documents: the router scores both alike
+    options = ChatOptions(kb_slug=None, agent_type="plan_execute_agent")
+    result = run_chat(ChatRequest(alice, None, "How does hybrid search fuse the rankings?", options), emit=events,
+                      llm=extractive)
+    clarification = events.one("clarify").data
+    assert clarification["kind"] == "kb" and result.shortcut == "A"
+    assert sorted(c["kb"] for c in clarification["choices"]) == ["alice-kb", "alice-twin"]
+    assert {c["message"] for c in clarification["choices"]} == {"How does hybrid search fuse the rankings?"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_plan_execute_asks_about_a_document_the_kb_does_not_hold(docs_kb, alice, extractive, events):
+    run_chat(plan_execute(alice, "What does hybird.md say about the weights?"), emit=events, llm=extractive)
+    clarification = events.one("clarify").data
+    assert clarification["kind"] == "scope"
+    assert clarification["choices"][0] == {
+        "label": "hybrid.md", "message": "What does hybrid.md say about the weights?", "kb": "alice-kb"}
