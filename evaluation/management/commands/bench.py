@@ -1,7 +1,8 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
 | bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
 | bench load [--sessions N] [--servers N | --url URL ...] | bench dead-model --kb SLUG [--questions N]
-| bench pages --kb SLUG [--runs N] [--load N [--rounds N] | --hostile-messages]"""
+| bench pages --kb SLUG [--runs N] [--load N [--rounds N] | --hostile-messages]
+| bench global --data DIR [--corpus podcast|msft] [--transcripts N] [--questions N]"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import logging
 import math
 import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -22,6 +24,7 @@ from evaluation.benchmarks import bench_ingest, write_squad_corpus
 from evaluation.chat_bench import bench_agent, bench_chat
 from evaluation.dead_model_bench import bench_dead_model
 from evaluation.document_chat_bench import bench_document_chat
+from evaluation.global_bench import CORPORA, bench_global, prepare_kb, read_corpus
 from evaluation.load_bench import run_sessions, session_cookies, start_servers, stop_servers, summarise
 from evaluation.page_bench import bench_hostile_messages, bench_page_load, bench_pages
 from evaluation.retrieval_bench import (
@@ -100,6 +103,15 @@ class Command(BaseCommand):
         load.add_argument("--kb", default="auto", metavar="SLUG", help="the KB asked (default: auto, routed)")
         load.add_argument("--timeout", type=float, default=60.0, metavar="S", help="a session's answer counts as lost after this")
         load.add_argument("--json", action="store_true")
+        global_search = sub.add_parser(
+            "global", help="map-reduce global search against the former one on ms-graphrag-bench's global questions"
+        )
+        global_search.add_argument("--data", required=True, type=Path, metavar="DIR", help="the ms-graphrag-bench folder")
+        global_search.add_argument("--corpus", default="podcast", choices=sorted(CORPORA))
+        global_search.add_argument("--transcripts", type=int, default=0, metavar="N", help="the first N transcripts (0: all)")
+        global_search.add_argument("--questions", type=int, default=0, metavar="N", help="the first N questions (0: all)")
+        global_search.add_argument("--kb", default="", metavar="SLUG", help="default: bench-global-<corpus>-<N>")
+        global_search.add_argument("--json", action="store_true")
         corpus = sub.add_parser("corpus", help="write SQuAD paragraphs out as Markdown files")
         corpus.add_argument("--squad", required=True, type=Path, metavar="FILE")
         corpus.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -130,6 +142,9 @@ class Command(BaseCommand):
         if options["target"] == "pages":
             self._print(self._bench_pages(options), as_json=options["json"])
             return
+        if options["target"] == "global":
+            self._print(self._bench_global(options), as_json=options["json"])
+            return
         if options["target"] == "load":
             self._print(self._bench_load(options), as_json=options["json"])
             return
@@ -155,6 +170,17 @@ class Command(BaseCommand):
                 return bench_pages(kb, kb.owner, runs=options["runs"])
             except RuntimeError as error:
                 raise CommandError(str(error)) from error
+
+    def _bench_global(self, options) -> dict:
+        try:
+            corpus = read_corpus(options["data"], options["corpus"], transcripts=options["transcripts"],
+                                 questions=options["questions"])
+        except (OSError, KeyError, zipfile.BadZipFile) as error:
+            raise CommandError(f"cannot read the {options['corpus']} corpus in {options['data']}: {error}") from error
+        slug = options["kb"] or f"bench-global-{corpus.name}-{options['transcripts'] or 'all'}"
+        with _logs_at_most(logging.WARNING):
+            kb = prepare_kb(slug, corpus, log=self.stderr.write)
+            return bench_global(kb, corpus.questions)
 
     def _bench_retrieval(self, options) -> dict:
         name, dims = embedder_name_and_dims(options["embedder"] or None)
