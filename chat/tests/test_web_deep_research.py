@@ -10,7 +10,7 @@ from chat.pipeline import ChatOptions, ChatRequest, run_chat
 from chat.pipeline.stages import number_evidence
 from chat.pipeline.tools import ToolCall, ToolRegistry
 from chat.tests.conftest import ingest_docs
-from chat.tests.fake_web import UNRELATED_PAGE, ZORBLAX_PAGE, FakeWeb, html_route
+from chat.web.testing import UNRELATED_PAGE, ZORBLAX_PAGE, FakeWeb, html_route
 from chat.tools import builtin_tools
 from chat.web import web_search_config
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from chat.tests.fake_web import (
+from chat.web.testing import (
     UNRELATED_PAGE,
     ZORBLAX_PAGE,
     FakeWeb,

@@ -1,4 +1,5 @@
-"""A fake SearXNG and the pages its results point at, on 127.0.0.1, for the web search tests.
+"""A fake SearXNG and the pages its results point at, on 127.0.0.1, for the web search tests
+and `manage.py web_bench` (as agentic_rag.llm.testing is the fake model server).
 
 Routes are (status, headers, body) or a callable taking the request handler; the server
 counts the requests it got per path, so a test can tell that nothing was sent.
