@@ -79,7 +79,7 @@ def test_it_finds_a_pronoun_that_opens_a_first_question(message, word):
 
 
 @pytest.mark.parametrize("message", [
-    "这个系统支持哪些文件格式？", "其他格式呢？", "其中哪一个更快？", "How does hybrid search work?",
+    "这个系统支持哪些文件格式？", "其他格式呢？", "那怎么配置 Redis？", "那么索引多久备份一次？", "其中哪一个更快？", "How does hybrid search work?",
     "This project uses which database?", "That setting lives where?", "Which documents should I read first?",
     "Where do the tags come from, and when does the tag path ignore one of those tag keywords?",
 ])
