@@ -453,6 +453,14 @@ CHAT_SUMMARY_SHARE = envfloat("CHAT_SUMMARY_SHARE", "0.6")
 CHAT_MEMORY_K = envint("CHAT_MEMORY_K", "3")
 CHAT_MEMORY_MIN_SIMILARITY = envfloat("CHAT_MEMORY_MIN_SIMILARITY", "0.5")
 CHAT_MEMORY_SCAN = envint("CHAT_MEMORY_SCAN", "2000")
+# Semantic memory (chat.facts): the lasting facts a user states ("we use PostgreSQL 15") are
+# kept per user, CHAT_FACTS_MAX at most (the oldest go); a question recalls CHAT_FACT_K at
+# most, those holding CHAT_FACT_MIN_OVERLAP of its words (more than a verb like "use") or
+# CHAT_FACT_MIN_SIMILARITY alike by the embedder (cosine).
+CHAT_FACTS_MAX = envint("CHAT_FACTS_MAX", "200")
+CHAT_FACT_K = envint("CHAT_FACT_K", "3")
+CHAT_FACT_MIN_OVERLAP = envfloat("CHAT_FACT_MIN_OVERLAP", "0.3")
+CHAT_FACT_MIN_SIMILARITY = envfloat("CHAT_FACT_MIN_SIMILARITY", "0.75")
 # External MCP servers whose tools join the tool channel, as JSON: a list of
 # {"name", "command", "args"?, "env"?} (stdio) or {"name", "url"} (Streamable HTTP).
 MCP_SERVERS = json.loads(os.getenv("MCP_SERVERS", "[]"))

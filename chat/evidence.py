@@ -20,7 +20,7 @@ _DIRECTIVE_WORDS = 4  # a text fragment names the quote by its first and last wo
 @dataclass(frozen=True)
 class EvidenceItem:
     n: int
-    source: str  # "KB" | "GRAPH" | "TOOL" | "WEB"
+    source: str  # "KB" | "GRAPH" | "TOOL" | "WEB" | "MEMORY"
     doc: str
     section: str
     score: float | None
@@ -90,7 +90,7 @@ def _passed(entry: Mapping[str, Any]) -> bool:
 
 def _source(value: Any) -> str:
     source = str(value or "").upper()
-    return source if source in ("TOOL", "GRAPH", "WEB") else "KB"
+    return source if source in ("TOOL", "GRAPH", "WEB", "MEMORY") else "KB"
 
 
 def _float_or_none(value: Any) -> float | None:

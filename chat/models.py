@@ -296,3 +296,44 @@ class DocumentProposal(models.Model):
 
     def __str__(self) -> str:
         return f"proposal {self.pk} for {self.document_id} §{self.section_position}: {self.status}"
+
+
+class UserFactQuerySet(models.QuerySet):
+    def for_user(self, user) -> UserFactQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(user=user)
+
+
+class UserFact(models.Model):
+    """A lasting fact a user stated about themselves or their work: semantic memory.
+
+    `key` (subject|relation|topic) is unique per user, so the same fact stated again updates
+    its row and a newer one about the same thing ("we moved to PostgreSQL 16") replaces it.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="chat_facts")
+    text = models.CharField(max_length=300, help_text="The fact in the user's words.")
+    key = models.CharField(max_length=200)
+    category = models.CharField(max_length=40, blank=True, help_text="database, platform, role…")
+    # The words a question about the fact would share with it (both languages), for recall.
+    terms = models.JSONField(default=list, blank=True)
+    method = models.CharField(max_length=16, default="rules", help_text="rules or llm")
+    source_message = models.ForeignKey(
+        Message, models.SET_NULL, null=True, blank=True, related_name="stated_facts", help_text="Where it was stated."
+    )
+    replaced = models.CharField(max_length=300, blank=True, help_text="The earlier fact this one replaced.")
+    times_stated = models.PositiveIntegerField(default=1)
+    embedder = models.CharField(max_length=100, blank=True)
+    embedding = EmbeddingField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = UserFactQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="chat_userfact_user_key")]
+
+    def __str__(self) -> str:
+        return self.text[:60]

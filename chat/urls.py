@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api, views
+from . import api, fact_views, views
 from .document_chat import api as document_chat_api
 from .document_chat import views as document_chat_views
 
@@ -14,6 +14,9 @@ urlpatterns = [
     path("c/<str:session_id>/", views.chat_session, name="chat-session"),
     path("c/<str:session_id>/rename/", views.chat_rename, name="chat-rename"),
     path("c/<str:session_id>/delete/", views.chat_delete, name="chat-delete"),
+    path("memory/", fact_views.fact_list, name="chat-facts"),
+    path("memory/<int:pk>/delete/", fact_views.fact_delete, name="chat-fact-delete"),
+    path("memory/delete-all/", fact_views.fact_delete_all, name="chat-facts-delete-all"),
     path("messages/<int:pk>/feedback/", views.message_feedback, name="message-feedback"),
     path("traces/<uuid:trace_id>/", views.trace_detail, name="trace-detail"),
     path("api/chat", api.chat_json, name="api-chat"),

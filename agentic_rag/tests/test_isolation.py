@@ -30,8 +30,10 @@ from agentic_rag.models import ApiToken
 from agentic_rag.tests.llm_support import configured_as_the_model
 from chat import routing_kb
 from chat.document_chat.workflow import stored_history
+from chat.fact_extraction import extract_facts
+from chat.facts import recall_facts
 from chat.memory import memory_retrieve
-from chat.models import Conversation, DocumentChatTurn, DocumentProposal, Feedback, Message, Trace
+from chat.models import Conversation, DocumentChatTurn, DocumentProposal, Feedback, Message, Trace, UserFact
 from chat.pipeline import ChatOptions, ChatRefused, ChatRequest, run_chat
 from chat.tests.web_factories import HANDBOOK, ingest, session_cookie
 from evaluation.jobs import RunRequest, execute_run, queue_run
@@ -52,7 +54,8 @@ FEEDBACK_MARK = "plexivane"  # her thumbs-down comments
 SET_MARK = "glimmerstoat"  # her golden set and its question
 DOCCHAT_MARK = "vorpelite"  # her document-chat instruction on the shared KB
 SHARED_MARK = "brindlequay"  # her question in the KB she shares with Bob
-MARKERS = (DOC_MARK, ASK_MARK, TITLE_MARK, FEEDBACK_MARK, SET_MARK, DOCCHAT_MARK, SHARED_MARK)
+FACT_MARK = "truvessel"  # a fact she stated about her work (semantic memory)
+MARKERS = (DOC_MARK, ASK_MARK, TITLE_MARK, FEEDBACK_MARK, SET_MARK, DOCCHAT_MARK, SHARED_MARK, FACT_MARK)
 
 # Every sentence names the marker, so any quote of the document shows it; the CamelCase name
 # gives the rule extractor an entity for the graph.
@@ -141,6 +144,7 @@ class World:
     proposal: DocumentProposal
     docchat_conversation: str
     bob_key: str
+    fact: UserFact
 
     @property
     def session_id(self) -> str:
@@ -228,6 +232,7 @@ def world(alice, bob, kb, alice_client) -> World:
         entity=Entity.objects.filter(kb=kb, name__icontains=DOC_MARK).first(),
         proposal=DocumentProposal.objects.get(pk=docchat.json()["proposal"]["id"]),
         docchat_conversation=docchat_conversation, bob_key=ApiToken.issue(bob, "bob's script")[1],
+        fact=_state_fact(alice, f"We use {FACT_MARK.title()} 15."),
     )
     # The world is what the checks assume: built for real, and carrying its markers.
     assert world.run.status == RunStatus.DONE, world.run.error
@@ -236,6 +241,14 @@ def world(alice, bob, kb, alice_client) -> World:
     assert Trace.objects.filter(user=alice).count() == 4  # three chat traces and one document chat
     assert alice.chat_memories.count() == 3
     return world
+
+
+def _state_fact(user: AbstractUser, text: str) -> UserFact:
+    """Keep a fact as the background task would after the user stated it."""
+    (stated,) = extract_facts(text)
+    return UserFact.objects.create(
+        user=user, text=stated.text, key=stated.key, category=stated.category, terms=stated.recall_terms()
+    )
 
 
 def alice_state(world: World) -> dict[str, list]:
@@ -257,6 +270,7 @@ def alice_state(world: World) -> dict[str, list]:
         "runs": list(EvaluationRun.objects.filter(kb__owner=alice).values_list("pk", "status")),
         "proposals": list(DocumentProposal.objects.filter(user=alice).values_list("pk", "status")),
         "entities": list(Entity.objects.filter(kb__owner=alice).values_list("pk", "name")),
+        "facts": list(UserFact.objects.filter(user=alice).values_list("pk", "text")),
     }
 
 
@@ -284,6 +298,7 @@ PK_OF = {
     "evaluation-set-delete": "golden_set",
     "evaluation-question": "golden_set",
     "evaluation-question-delete": "golden_set",
+    "chat-fact-delete": "fact",
     # Language models are no one's own: staff only, so any pk is refused to Bob.
     "model-edit": None,
     "model-move": None,
@@ -393,7 +408,7 @@ def test_alice_sees_her_own_pages_so_the_walk_can_fail(world, alice_client):
         reverse("knowledge-list"), reverse("chat-session", args=[world.session_id]),
         reverse("trace-detail", args=[world.trace_id]), reverse("document-detail", args=[world.kb.slug, world.document.pk]),
         reverse("evaluation-home", args=[world.kb.slug]), reverse("graph-entity", args=[world.kb.slug, world.entity.pk]),
-        reverse("evaluation-set", args=[world.kb.slug, world.golden_set.pk]),
+        reverse("evaluation-set", args=[world.kb.slug, world.golden_set.pk]), reverse("chat-facts"),
     ]
     for url in pages:
         response = alice_client.get(url)
@@ -534,6 +549,14 @@ def test_memory_recall_for_bob_never_includes_her_exchanges(world, bob_client):
     recalled = memory_retrieve(world.bob, her_question, k=50, min_similarity=-1.0)
     assert [r.question for r in recalled] == ["How long does the dough rise?"]
     assert not leaked(" ".join(f"{r.question} {r.answer}" for r in recalled))
+
+
+def test_fact_recall_for_bob_never_includes_her_facts(world):
+    question = f"Which {FACT_MARK} version do we use?"
+    assert [f.text for f in recall_facts(world.alice, question)] == [world.fact.text]
+    _state_fact(world.bob, "We use Redis 7.")
+    assert recall_facts(world.bob, question) == []
+    assert [f.text for f in recall_facts(world.bob, f"Which Redis version do we use, {FACT_MARK}?")] == ["We use Redis 7"]
 
 
 def test_her_trace_and_conversation_are_404_to_bob(world, alice_client, bob_client):

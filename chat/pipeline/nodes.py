@@ -19,6 +19,7 @@ from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import ModelRouter
 from chat import clarifier, memory
 from chat.clarifier_lookups import ReadableLibrary
+from chat.facts import RecalledFact, fact_evidence, recall_facts
 from chat.models import Shortcut, TraceStatus
 from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
@@ -52,8 +53,10 @@ def _memory(run: ChatRun) -> Outcome:
     block = memory.memory_block(summary.text if summary else "", recalled)
     summarised = f", {summary.turns} summarised" if summary else ""
     recalled_note = f", {len(recalled)} recalled" if recalled else ""
-    detail = f"{len(history) // 2} earlier turns{summarised}{recalled_note}"
-    return Outcome(StageStatus.DONE, detail, found={"history": history, "memory": block})
+    facts = _recall_facts(run)
+    facts_note = f", {len(facts)} stated facts" if facts else ""
+    detail = f"{len(history) // 2} earlier turns{summarised}{recalled_note}{facts_note}"
+    return Outcome(StageStatus.DONE, detail, found={"history": history, "memory": block, "facts": facts})
 
 
 def _recall(run: ChatRun) -> list[memory.Recalled]:
@@ -67,6 +70,17 @@ def _recall(run: ChatRun) -> list[memory.Recalled]:
     except Exception as error:
         logger.warning("episodic recall failed, continuing without it: %s", error, exc_info=True)
         return []
+
+
+def _recall_facts(run: ChatRun) -> tuple[RecalledFact, ...]:
+    """The facts the user stated earlier that this question is about (semantic memory); failing is none."""
+    if not run.options.recall_memory:
+        return ()
+    try:
+        return tuple(recall_facts(run.conversation.user, run.message))
+    except Exception as error:
+        logger.warning("recalling stated facts failed, continuing without them: %s", error, exc_info=True)
+        return ()
 
 
 def _rewrite(run: ChatRun) -> Outcome:
@@ -143,6 +157,7 @@ def _retrieve(run: ChatRun) -> Outcome:
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
     evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))
+    evidence += fact_evidence(run.facts, len(evidence) + 1)  # what the user told us, cited as MEMORY
     found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence,
                              "incomplete": "; ".join(search.incomplete), "search_warnings": search.warnings}
     events = _evidence_events(tool_results, evidence, search.reason)

@@ -9,6 +9,7 @@ from typing import Any
 from agentic_rag.background import dispatch
 from chat import tasks
 from chat.events import PipelineEvent
+from chat.fact_extraction import might_state_fact
 from chat.memory import needs_summary
 from chat.models import Shortcut, TraceStatus
 from knowledge.analysis import analyze
@@ -67,7 +68,8 @@ def finish(run: ChatRun) -> None:
 
 
 def _schedule_memory(run: ChatRun, message_id: int | None) -> None:
-    """After the answer: embed the exchange for recall, summarise when the history grew long."""
+    """After the answer: embed the exchange for recall, summarise when the history grew long, keep
+    the facts the message states."""
     if message_id is None or run.status != TraceStatus.DONE:
         return
     try:
@@ -75,6 +77,8 @@ def _schedule_memory(run: ChatRun, message_id: int | None) -> None:
             dispatch(tasks.remember_exchange, message_id)
         if needs_summary(run.conversation):
             dispatch(tasks.summarise_conversation, run.conversation.pk)
+        if might_state_fact(run.message):  # "we use PostgreSQL 15": kept for later questions
+            dispatch(tasks.remember_facts, message_id)
     except Exception:  # the answer stands; memory catches up on the next exchange
         logger.exception("scheduling the memory tasks failed")
 

@@ -64,6 +64,7 @@ class ChatRun:
         self.recorder = SpanRecorder(max_chars=settings.CHAT_SPAN_MAX_CHARS)
         self.history: tuple[Turn, ...] = ()
         self.memory = ""  # the summary of older turns and recalled past exchanges
+        self.facts: tuple[Any, ...] = ()  # the user's stated facts this question recalls (chat.facts)
         # Until the rewrite stage says otherwise (switched off, or never reached), the query is the message.
         self.rewrite: Rewrite = unchanged(self.message, "off")
         self.intent: IntentResult = DEFAULT_INTENT

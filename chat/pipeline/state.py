@@ -26,7 +26,7 @@ class EvidenceItem:
     """What `[n]` in an answer points at: a KB chunk, a tool's output or a web page's passage."""
 
     n: int
-    source: Literal["KB", "TOOL", "WEB"]
+    source: Literal["KB", "TOOL", "WEB", "MEMORY"]
     doc: str  # the document's name, the tool's, or the web page's title
     text: str
     doc_id: int | None = None

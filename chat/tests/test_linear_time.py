@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from agentic_rag.tests.linear_time_support import MESSAGE_CHARS, cpu_seconds, linear_time_settings, long_texts
 from chat import memory
+from chat.fact_extraction import extract_facts
 from chat.pipeline import citations, intent, rewrite
 from chat.pipeline.intent import IntentResult, rule_intents
 from chat.pipeline.rewrite import Rewrite, rewrite_rules
@@ -37,6 +38,7 @@ STAGES = {
     "intent": (lambda m: rule_intents(m, (), get_tool_channel().available()), IntentResult),
     "tools": (_plan_every_tool, list),
     "route": (auto_agent, str),
+    "facts": (extract_facts, list),
 }
 
 
