@@ -14,6 +14,7 @@ from agentic_rag.llm import CompletionOptions, LLMError, Message
 from agentic_rag.llm.extractive import model_json
 from graphrag.search import graph_index
 from knowledge.candidates import Candidate
+from knowledge.graph_leg import graph_leg_helps
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
 
@@ -34,7 +35,10 @@ def search_params(kb: KnowledgeBase, mode: str, *, top_k: int | None, rerank: bo
 
 
 def graph_mode(kb: KnowledgeBase) -> str:
-    """hybrid+graph when the KB has a graph, else hybrid."""
+    """hybrid+graph when the KB has a graph and its own evaluation did not find the graph leg
+    useless (`manage.py evaluate --judge-graph-leg`), else hybrid."""
+    if not graph_leg_helps(kb):
+        return "hybrid"
     return "hybrid+graph" if graph_index(kb) is not None else "hybrid"
 
 

@@ -258,7 +258,9 @@ def dictionary_for(headings: Iterable[str], tags: Iterable[str]) -> TermDictiona
             terms.setdefault(name, T.CONCEPT)
     for tag in tags:
         # Automatic tags include plain words ("path", "user"); only names are entities.
-        if 2 <= len(tag) <= 30 and not re.fullmatch(r"[a-z]+", tag):
+        # A relation verb ("调用", "包含") tagged as a keyword stays a verb: as a name it would
+        # hide the relation it states.
+        if 2 <= len(tag) <= 30 and not re.fullmatch(r"[a-z]+", tag) and tag not in _ZH_RELATION_WORDS:
             terms.setdefault(tag, T.CONCEPT)
     builtin = {normalise(name) for name in BUILTIN_TERMS}  # their spelling wins over a heading's
     terms = {name: kind for name, kind in terms.items() if normalise(name) not in builtin}

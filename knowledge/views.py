@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .forms import KnowledgeBaseCreateForm, KnowledgeBaseSettingsForm, UploadForm
+from .graph_leg import graph_leg_summary
 from .ingest import (
     SubmitOutcome,
     check_upload,
@@ -125,7 +126,7 @@ def knowledge_settings(request: HttpRequest, slug: str) -> HttpResponse:
         form.save()
         messages.success(request, _("Settings saved."))
         return redirect(kb)
-    return render(request, "knowledge/kb_form.html", {"form": form, "kb": kb})
+    return render(request, "knowledge/kb_form.html", {"form": form, "kb": kb, "graph_leg": graph_leg_summary(kb)})
 
 
 @login_required

@@ -18,6 +18,7 @@ from evaluation.answers import (
     load_answer_cases,
     save_answer_run,
 )
+from evaluation.graph_leg import judge_graph_leg
 from evaluation.metrics import METRIC_KEYS
 from evaluation.runner import Evaluation, EvaluationError, evaluate, load_questions, save_run
 from evaluation.tuning import tune
@@ -42,6 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("--no-expansion", action="store_true", help="skip cross-language query expansion")
         parser.add_argument("--tune", action="store_true",
                             help="grid-search fusion on the train split and store the winner as the KB's settings")
+        parser.add_argument("--judge-graph-leg", action="store_true",
+                            help="retrieve in hybrid and hybrid+graph mode; store whether the graph leg raised recall@10 "
+                                 "(auto mode drops the leg for this KB when it did not)")
         parser.add_argument("--answers", action="store_true",
                             help="ask every golden question through the chat pipeline and score the answers "
                                  f"({', '.join(ANSWER_METRICS)}, latency)")
@@ -63,6 +67,9 @@ class Command(BaseCommand):
             questions = load_questions(kb, split=split, golden_set=options["golden_set"])
             if options["tune"]:
                 self._tune(kb, questions, options["json"])
+                return
+            if options["judge_graph_leg"]:
+                self._judge_graph_leg(kb, questions, options["json"])
                 return
             # Without a flag the KB's stored settings hold, rerank included (tuning may turn it off).
             overrides = {}
@@ -87,6 +94,18 @@ class Command(BaseCommand):
             self.stderr.write(self.style.ERROR(f"below threshold: {failure}"))
         if failures:
             sys.exit(1)
+
+    def _judge_graph_leg(self, kb: KnowledgeBase, questions, out: str | None) -> None:
+        verdict = judge_graph_leg(kb, questions)
+        self._write_json(verdict.as_setting(), out)
+        if out == "-":
+            return
+        self.stdout.write(
+            f"{kb.slug}: {verdict.questions} questions, recall@10 hybrid {verdict.hybrid['recall@10']:.4f}, "
+            f"hybrid+graph {verdict.hybrid_graph['recall@10']:.4f}"
+        )
+        verb = "keeps" if verdict.helps else "no longer adds"
+        self.stdout.write(self.style.SUCCESS(f"stored: auto mode {verb} the graph leg for {kb.slug}"))
 
     def _answers(self, kb: KnowledgeBase, options: dict, split: str, thresholds: dict[str, float]) -> None:
         user = command_user(options["user"], kb.slug)
@@ -183,6 +202,13 @@ class Command(BaseCommand):
             f"(test: default {report.multipath_test['default']['ndcg@10']:.4f}, "
             f"tuned {report.multipath_test['tuned']['ndcg@10']:.4f})"
         )
+        if report.gate is not None:
+            gate, test = report.gate, report.gate.test
+            self.stdout.write(
+                f"gate five-factor threshold on {gate.scored_train} reranked train references: stored "
+                f"{gate.threshold:g} (test: relevant kept {test.relevant_kept:.3f}, noise rejected "
+                f"{test.noise_rejected:.3f}, questions kept {test.questions_kept:.3f})"
+            )
         self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
 
 
