@@ -41,6 +41,15 @@ TYPE_LABELS = {
     EntityType.PRIORITY: _("Priority"),
     EntityType.TOOL: _("Tool"),
     EntityType.METRIC: _("Metric"),
+    EntityType.SECTION: _("Section"),
+    EntityType.FIELD: _("Field"),
+    EntityType.MODULE: _("Module"),
+    EntityType.FILE: _("File"),
+    EntityType.CLASS: _("Class"),
+    EntityType.FUNCTION: _("Function"),
+    EntityType.PERSON: _("Person"),
+    EntityType.PLACE: _("Place"),
+    EntityType.ORGANIZATION: _("Organisation"),
 }
 
 
