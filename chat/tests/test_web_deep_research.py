@@ -124,3 +124,14 @@ def test_the_chat_routes_a_web_search_request_to_the_tool(kb, alice, extractive,
     web_items = [e for e in result.evidence if e["source"] == "WEB"]
     assert web_items and web_items[0]["url"].startswith(web_on.url("/zorblax"))
     assert any(c["verified"] for c in result.citations if c["n"] == web_items[0]["n"])
+
+
+def test_the_tool_ends_its_search_before_the_tool_timeout(web_on, settings):
+    from chat.web.testing import json_route, slow_route
+
+    web_on.routes["/search"] = slow_route(5.0, json_route({"results": []}))
+    settings.WEB_SEARCH_TOTAL_TIMEOUT_S = 30.0
+    settings.CHAT_NODE_TIMEOUTS_S = {**settings.CHAT_NODE_TIMEOUTS_S, "tools": 1.5}
+    tool = next(t for t in builtin_tools() if t.name == "web_search")
+    result = ToolRegistry((tool,)).run(ToolCall("web_search", {"query": "Zorblax daemon port"}))
+    assert result.ok and result.ms < 1500 and "web search failed" in result.output

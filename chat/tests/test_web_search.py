@@ -248,3 +248,12 @@ def test_off_means_no_request_at_all(web):
     web.results("/zorblax")
     findings = WebSearcher(config_for(web, provider=""), analyze).search("zorblax")
     assert findings.warnings == ("web search is off",) and sum(web.hits.values()) == 0
+
+
+def test_a_host_in_another_script_is_checked_in_its_ascii_form():
+    seen = []
+    target = check_url("https://例子.测试/页面", FetchPolicy(), resolve=lambda host, port: seen.append(host) or ["93.184.216.34"])
+    assert seen == ["xn--fsqu00a.xn--0zwm56d"] and target.host == "xn--fsqu00a.xn--0zwm56d"
+    assert target.path == "/%E9%A1%B5%E9%9D%A2"
+    with pytest.raises(Refused):
+        check_url("http://" + "a" * 70 + ".com/", FetchPolicy(), resolve=lambda host, port: ["93.184.216.34"])

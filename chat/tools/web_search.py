@@ -49,11 +49,20 @@ def make_handler(searcher: Callable[[], Any] | None = None) -> Callable[[dict], 
 
 
 def _configured_searcher() -> Any:
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    from chat.pipeline.timeouts import node_timeout_s
     from chat.web import WebSearcher, web_search_config
     from knowledge.analysis import analyze
 
     config = web_search_config()
-    return WebSearcher(config, analyze) if config.is_enabled else None
+    if not config.is_enabled:
+        return None
+    # The tool channel gives a call its own timeout: the search ends before it, with what it found.
+    tool_s = node_timeout_s("tools") or settings.CHAT_TOOL_TIMEOUT_S
+    return WebSearcher(replace(config, total_timeout_s=min(config.total_timeout_s, max(0.5, tool_s - 0.5))), analyze)
 
 
 PARAMETERS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}

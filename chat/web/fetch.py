@@ -21,7 +21,7 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = "agentic-rag-web/1.0 (+search evidence fetcher)"
@@ -102,7 +102,10 @@ def check_url(url: str, policy: FetchPolicy, *, resolve: Resolve) -> Target:
         raise Refused(f"only http and https are fetched, not {parts.scheme or 'a relative URL'}: {url[:200]}")
     if parts.username or parts.password:
         raise Refused("a URL with a user name or password is not fetched")
-    host = (parts.hostname or "").rstrip(".").lower()
+    try:  # a name in another script is sent as its ASCII (IDNA) form, as a Host header must be
+        host = (parts.hostname or "").rstrip(".").encode("idna").decode("ascii").lower()
+    except UnicodeError as error:
+        raise Refused(f"bad host name in {url[:200]}") from error
     if not host:
         raise Refused(f"no host in {url[:200]}")
     try:
@@ -118,7 +121,8 @@ def check_url(url: str, policy: FetchPolicy, *, resolve: Resolve) -> Target:
     if inside and not is_host_allowed(host, addresses, policy.allow_hosts):
         raise Refused(f"{host} resolves to a non-public address ({inside[0]}): refused")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Target(parts.scheme, host, port, addresses[0], path)
+    # A request line is ASCII: other characters are percent-encoded, escapes kept as they are.
+    return Target(parts.scheme, host, port, addresses[0], quote(path, safe="/%?=&;:@!$'()*+,~-._[]"))
 
 
 def resolve_host(host: str, port: int) -> list[str]:
