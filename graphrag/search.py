@@ -101,6 +101,12 @@ def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
         weights[(e, c)] += 1.0 + math.log(count)
         weights[(c, e)] += 1.0 + math.log(count)
         chunks_per_entity[e] += 1
+    # A walk leaving a chunk prefers its rarer names (HippoRAG's node specificity): a name that
+    # half the KB mentions leads nowhere in particular, one that two articles share joins them.
+    specificity = 1.0 / np.log(2.0 + chunks_per_entity)
+    for (source, target) in list(weights):
+        if source >= len(rows):
+            weights[(source, target)] *= specificity[target]
     for source, target, weight in Relation.objects.filter(kb=kb).values_list("source_id", "target_id", "weight"):
         a, b = row_of_entity.get(source), row_of_entity.get(target)
         if a is not None and b is not None and a != b:
