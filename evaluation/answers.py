@@ -152,6 +152,7 @@ def ask_through_chat(
         return evaluate_answers(
             cases, chat_asker(kb, user, llm=llm, conversations=conversations, agent_type=agent_type),
             chunk_text=chunk_text_from_db, config=answer_config(kb, llm, agent_type), on_progress=on_progress,
+            next_text=next_chunk_text_from_db,
         )
     finally:
         delete_conversations(conversations)
@@ -159,7 +160,7 @@ def ask_through_chat(
 
 def evaluate_answers(
     cases: Sequence[AnswerCase], ask: Ask, *, chunk_text: Callable[[int], str], config: dict[str, Any],
-    on_progress: Progress = no_progress,
+    on_progress: Progress = no_progress, next_text: Callable[[int], str] = lambda chunk_id: "",
 ) -> AnswerEvaluation:
     """Ask every case (after one warm-up) and score the answers."""
     if cases:
@@ -169,25 +170,40 @@ def evaluate_answers(
         started = time.perf_counter()
         result = ask(case.question)
         ms = (time.perf_counter() - started) * 1000
-        outcomes.append(score_answer(case, result, ms, chunk_text))
+        outcomes.append(score_answer(case, result, ms, chunk_text, next_text))
         on_progress(len(outcomes), len(cases))
     return AnswerEvaluation(outcomes, summarise(outcomes), _latency([o.ms for o in outcomes]), config)
 
 
-def score_answer(case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str]) -> AnswerOutcome:
-    """Score one answer against its golden case."""
+def score_answer(
+    case: AnswerCase, result: ChatResult, ms: float, chunk_text: Callable[[int], str],
+    next_text: Callable[[int], str] = lambda chunk_id: "",
+) -> AnswerOutcome:
+    """Score one answer against its golden case.
+
+    What a passage showed is read from the database: the chunk, as much of it as the gate's
+    budget let through, and, when the evidence showed more than the chunk holds (the gate's
+    context window completed a chunk cut off mid-thought), the start of the next chunk.
+    """
     missing = _missing(case.keywords, result.answer)
-    # The generator reads each passage under its section title, which may hold the answer, and
-    # as much of it as the gate's budget let through.
-    shown_text = "\n".join(
-        f"{e.get('section', '')}\n{chunk_text(int(e['chunk_id']))[: e.get('chars')]}"
-        for e in result.evidence if e.get("chunk_id")
-    )
+
+    def shown(evidence: dict[str, Any]) -> str:
+        chunk_id, chars = int(evidence["chunk_id"]), evidence.get("chars")
+        text = chunk_text(chunk_id)
+        if chars and chars > len(text):
+            text = f"{text}\n{next_text(chunk_id)}"
+        return text[:chars]
+
+    # The generator reads each passage under its section title, which may hold the answer.
+    shown_text = "\n".join(f"{e.get('section', '')}\n{shown(e)}" for e in result.evidence if e.get("chunk_id"))
     missing_in_evidence = _missing(case.keywords, shown_text)
     cited_docs = {c.get("doc_id") for c in result.evidence if _is_cited(c, result.citations)}
     # Citations of KB chunks: a tool's output is not a chunk to look the quote up in.
     kb_citations = [c for c in result.citations if c.get("chunk_id")]
-    valid = sum(verify_quote(str(c.get("quote", "")), chunk_text(int(c["chunk_id"])))[0] for c in kb_citations)
+    by_n = {e.get("n"): e for e in result.evidence if e.get("chunk_id")}
+    valid = sum(
+        verify_quote(str(c.get("quote", "")), shown(by_n.get(c.get("n")) or c))[0] for c in kb_citations
+    )
     shortcut = result.shortcut or "none"
     outcome = AnswerOutcome(
         case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
@@ -250,6 +266,17 @@ def delete_conversations(ids: Sequence[int]) -> None:
 
 def chunk_text_from_db(chunk_id: int) -> str:
     return Chunk.objects.filter(pk=chunk_id).values_list("text", flat=True).first() or ""
+
+
+def next_chunk_text_from_db(chunk_id: int) -> str:
+    """The text of the chunk after this one in its document (same version and level), or ""."""
+    chunk = Chunk.objects.filter(pk=chunk_id).values("document_id", "version", "level", "index").first()
+    if chunk is None:
+        return ""
+    following = Chunk.objects.filter(
+        document_id=chunk["document_id"], version=chunk["version"], level=chunk["level"], index=chunk["index"] + 1
+    )
+    return following.values_list("text", flat=True).first() or ""
 
 
 def _missing(keywords: Sequence[str | list[str]], text: str) -> list[str | list[str]]:

@@ -11,6 +11,13 @@ split with rerank on and off, and rerank stays on unless turning it off scores b
 The five-factor scorer helps where titles and key terms carry the answer and can hurt a
 strong fused ranking, so the KB's questions decide.
 
+The quality gate's rerank threshold is calibrated on the same split (`calibrate_rerank_gate`):
+the five-factor score is on no calibrated scale, so its threshold is the highest that keeps
+GATE_KEEP of the references from relevant documents and one for every question that had one,
+and the references it rejects are the noise it is measured by. The LLM judge's threshold
+stays the seed's 0.70 on its 0-10 scale (tuning leaves a second stage out: it would call the
+model for every train question).
+
 Multi-path recall fuses its paths by rank alone, so a weak path at a high weight pulls it
 below its best path: the tag path (1.2) where tags are incidental compounds, the child
 locator (0.8, vector only) where the parent hybrid is stronger; and the additive bonuses
@@ -32,8 +39,10 @@ import numpy as np
 
 from knowledge.candidates import Candidate
 from knowledge.fusion import FusionParams, apply_example_penalty, fuse
+from knowledge.gate import GateParams
 from knowledge.models import KnowledgeBase
 from knowledge.recall import PathWeights
+from knowledge.rerank import FIVE_FACTOR_KEY
 from knowledge.retrieval import (
     InvalidQuery,
     RetrievalParams,
@@ -65,6 +74,8 @@ CHILD_LOCATOR_WEIGHTS = (0.8, 0.4, 0.0)
 TAG_MATCH_WEIGHTS = (1.2, 0.6, 0.3, 0.0)
 BONUS_SCALES = (1.0, 0.0)
 PATH_SAMPLE = 300
+GATE_THRESHOLDS = tuple(round(0.05 * step, 2) for step in range(19))  # 0.0 … 0.9
+GATE_KEEP = 0.95  # of the references from relevant documents the threshold must keep
 OBJECTIVE = "ndcg@10"
 
 
@@ -96,6 +107,8 @@ class TuningReport:
     path_weights_train: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     path_weights: tuple[float, float, float] = (0.0, 0.0, 0.0)
     multipath_test: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # The gate's five-factor threshold: chosen on the train split, measured on the test split.
+    gate: GateCalibration | None = None
     seconds: float = 0.0
 
 
@@ -175,6 +188,8 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
     path_weights_train = {_label(point): _retrieve_metrics(kb, sample, _multipath(chosen, point)) for point in points}
     path_weights = max(points, key=lambda point: path_weights_train[_label(point)][OBJECTIVE])
     chosen = _with_paths(chosen, path_weights)
+    gate = calibrate_rerank_gate(kb, train, test, chosen)
+    chosen = dataclasses.replace(chosen, gate=dataclasses.replace(chosen.gate or GateParams(), five_factor_min=gate.threshold))
     test_legs = collect_legs(kb, test, params)
     report = TuningReport(
         default=params.fusion,
@@ -194,6 +209,7 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
             "default": _retrieve_metrics(kb, test, _multipath(chosen, points[0])),
             "tuned": _retrieve_metrics(kb, test, _multipath(chosen, path_weights)),
         },
+        gate=gate,
     )
     report.default_test_retrieve = _retrieve_metrics(kb, test, params)
     report.best_test_retrieve = _retrieve_metrics(kb, test, chosen)
@@ -229,3 +245,72 @@ def _label(point: PathPoint) -> str:
 
 def _retrieve_metrics(kb: KnowledgeBase, questions: Sequence[EvalQuestion], params: RetrievalParams) -> dict[str, float]:
     return run_ranker(RetrievalRanker(kb, params), questions, name="retrieve:hybrid").metrics
+
+
+@dataclass
+class GatePoint:
+    """What a five-factor threshold does to the references the gate sees (the top_k after rerank)."""
+
+    relevant_kept: float  # share of references from relevant documents at or above it
+    noise_rejected: float  # share of the others below it
+    questions_kept: float  # share of questions with a relevant reference that keep one
+
+
+@dataclass
+class GateCalibration:
+    threshold: float
+    train: dict[str, GatePoint]  # by threshold, "0.35"
+    test: GatePoint
+    scored_train: int  # references that carried a five-factor score
+
+
+Scored = list[tuple[int, float, bool]]  # (question position, five-factor score, from a relevant document)
+
+
+def gate_scores(kb: KnowledgeBase, questions: Sequence[EvalQuestion], params: RetrievalParams) -> Scored:
+    """The five-factor scores of the references the gate would judge, with their relevance."""
+    # As the chat searches: the top_k after post-processing, which is what the gate judges.
+    judged = dataclasses.replace(
+        params, mode="hybrid", rerank=True, gate=None, detect_scope=False, postprocess=True, top_k=RetrievalParams.top_k
+    )
+    scored: Scored = []
+    for position, question in enumerate(questions):
+        try:
+            result = retrieve(question.text, kb, judged)
+        except InvalidQuery:
+            continue
+        for candidate in result.candidates:
+            score = candidate.scores.get(FIVE_FACTOR_KEY)
+            if score is not None:
+                scored.append((position, score, question.relevance.get(candidate.doc_id, 0) > 0))
+    return scored
+
+
+def gate_point(scored: Scored, threshold: float) -> GatePoint:
+    relevant = [(q, s) for q, s, rel in scored if rel]
+    noise = [s for _, s, rel in scored if not rel]
+    answerable = {q for q, _ in relevant}
+    kept = {q for q, s in relevant if s >= threshold}
+    return GatePoint(
+        relevant_kept=sum(s >= threshold for _, s in relevant) / len(relevant) if relevant else 1.0,
+        noise_rejected=sum(s < threshold for s in noise) / len(noise) if noise else 0.0,
+        questions_kept=len(kept) / len(answerable) if answerable else 1.0,
+    )
+
+
+def choose_gate_threshold(scored: Scored) -> tuple[float, dict[str, GatePoint]]:
+    """The highest threshold that keeps GATE_KEEP of the relevant references and every question's last one."""
+    points = {f"{t:g}": gate_point(scored, t) for t in GATE_THRESHOLDS}
+    if not any(relevant for _, _, relevant in scored):
+        return 0.0, points  # nothing to calibrate on: the check stays open
+    safe = [t for t in GATE_THRESHOLDS if points[f"{t:g}"].relevant_kept >= GATE_KEEP and points[f"{t:g}"].questions_kept >= 1.0]
+    return (max(safe) if safe else 0.0), points
+
+
+def calibrate_rerank_gate(
+    kb: KnowledgeBase, train: Sequence[EvalQuestion], test: Sequence[EvalQuestion], params: RetrievalParams
+) -> GateCalibration:
+    """Choose the gate's five-factor threshold on the train split; report it on the test split."""
+    scored = gate_scores(kb, train, params)
+    threshold, points = choose_gate_threshold(scored)
+    return GateCalibration(threshold, points, gate_point(gate_scores(kb, test, params), threshold), len(scored))

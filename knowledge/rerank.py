@@ -22,6 +22,7 @@ CosineFn = Callable[[str, Sequence[Candidate]], np.ndarray]
 Judge = Callable[[str, list[str]], list[float]]
 
 FACTORS = ("cosine", "key_terms", "title", "score", "jaccard")
+FIVE_FACTOR_KEY = "rerank.five_factor"
 
 
 class Reranker(Protocol):
@@ -65,7 +66,9 @@ class FiveFactorReranker:
         if not candidates:
             return []
         factors = self.factors(query, candidates)
-        return _apply(candidates, factors @ self.weights.as_array(), factors)
+        # Kept under its own key too: a second stage overwrites "rerank", and the gate checks
+        # the five-factor score where no judge scored the candidate.
+        return _apply(candidates, factors @ self.weights.as_array(), factors, model_key=FIVE_FACTOR_KEY)
 
     def factors(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
         """Return an (n, 5) matrix of factor values in [0, 1], columns in FACTORS order."""
@@ -103,8 +106,9 @@ def _apply(
 ) -> list[Candidate]:
     """Write rerank scores (and factor values) onto the candidates and sort best first.
 
-    A model's score also lands under `model_key`: "rerank.model" for a calibrated score in
-    [0, 1], which the quality gate thresholds; "rerank.embedding" for a second embedder's
+    A scorer's score also lands under `model_key`: "rerank.model" for a calibrated score in
+    [0, 1] (an LLM judge's) and "rerank.five_factor" for the five-factor score, which the
+    quality gate thresholds each by its own value; "rerank.embedding" for a second embedder's
     cosine, whose scale differs from model to model and which the gate leaves alone.
     """
     for row, candidate in enumerate(candidates):

@@ -23,11 +23,12 @@ from agentic_rag.llm import get_llm
 from .analysis import analyze
 from .candidates import Candidate
 from .fusion import FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
-from .gate import GateParams, GateResult, apply_quality_gate
+from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
 from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
+from .scope import Scope, chapter_chunk_ids, in_scope_first, scope_of_question
 from .search import Hit, SearchBackend, alongside, best_of, get_backend, pinned
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph"]
@@ -80,6 +81,10 @@ class RetrievalParams:
     # Multipath also runs the paths at weight 0, which fusion leaves out, to show them (the
     # playground); otherwise they are skipped, since on PostgreSQL they cost most of recall.
     unfused_paths: bool = False
+    # The scope the gate holds the references to (knowledge.scope): one a control chose, or
+    # else, with detect_scope, the document or chapter the query names.
+    named_scope: Scope | None = None
+    detect_scope: bool = True
 
     @property
     def reranks(self) -> bool:
@@ -108,6 +113,7 @@ class RetrievalResult:
     reason: str = ""  # why there are no candidates, when there are none
     # The sub-questions a multi-part search (an agent's rounds or plan) answered one by one.
     parts: list[str] = field(default_factory=list)
+    scope: Scope | None = None  # the document or chapter the gate held the references to
 
     def results(self) -> list[dict[str, Any]]:
         return [candidate.as_result(rank) for rank, candidate in enumerate(self.candidates, 1)]
@@ -199,14 +205,33 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
         result.reason = "the query has no words to search for"
         return
     result.fused = _recall(context, params, result, timer)
+    result.scope = timer("scope", lambda: _scope(query, kb, params))
+    if result.scope and result.scope.chapter:
+        result.fused = _with_chapter_chunks(context, result.fused, result.scope, params.top_k)
     ranked = _refine(context, params, result, timer)
     if params.mode == "hybrid+graph" and result.legs.get("graph"):
         ranked = _expand_with_graph(ranked, result.legs["graph"], params)
     result.candidates = ranked
     if params.gate is not None:
-        result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=params.scope))
+        result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=result.scope or params.scope))
     if not ranked:
         result.reason = "nothing in the knowledge base matches the query"
+
+
+def _scope(query: str, kb: KnowledgeBase, params: RetrievalParams) -> Scope | None:
+    """The scope a control chose, else the one the query names (only for a gate to check)."""
+    if params.named_scope is not None:
+        return params.named_scope or None
+    if params.detect_scope and params.gate is not None:
+        return scope_of_question(query, kb)
+    return None
+
+
+def _with_chapter_chunks(context: SearchContext, fused: list[Candidate], scope: Scope, top_k: int) -> list[Candidate]:
+    """The fused candidates, then the named chapter's first chunks that recall missed."""
+    found = {candidate.chunk_id for candidate in fused}
+    missing = [(chunk_id, 0.0) for chunk_id in chapter_chunk_ids(context.kb, scope, 2 * top_k) if chunk_id not in found]
+    return fused + context.candidates(missing, "scope") if missing else fused
 
 
 def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
@@ -323,6 +348,7 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
     ranked = list(result.fused)
     if params.example_penalty:
         ranked = apply_example_penalty(ranked)
+    ranked = in_scope_first(ranked, result.scope)  # so the gate has some to accept
     if params.reranks:
         depth = params.head_to_rerank
         timer("cosines", lambda: context.fill_vector_scores(ranked[:depth]))
@@ -335,7 +361,7 @@ def _refine(context: SearchContext, params: RetrievalParams, result: RetrievalRe
             # A failing second stage keeps the five-factor order (rerank_safely restores it).
             top = timer("rerank.second", lambda: rerank_safely(second, context.queries[0], top, warnings=result.warnings))
             head = top + rest
-        ranked = head + tail
+        ranked = in_scope_first(head + tail, result.scope)
         result.reranked = list(ranked)
     if not params.postprocess:
         return ranked[: params.top_k]
@@ -377,7 +403,7 @@ _PARAM_FIELDS = {
 
 # Tuned for one embedder's vectors: after the KB moves to another, these fall back to the
 # defaults until the KB is tuned again.
-_EMBEDDER_BOUND = ("fusion", "rerank", "paths")
+_EMBEDDER_BOUND = ("fusion", "rerank", "paths", "gate")
 
 
 # An untuned KB over hashing (lexical) vectors: BM25 ranks, and the vector leg only adds the
@@ -448,6 +474,7 @@ def params_for_kb(kb: KnowledgeBase, **overrides: Any) -> RetrievalParams:
     values.setdefault("rerank", default_rerank(kb.embedder or ""))
     values.setdefault("hybrid_rerank_depth", default_hybrid_rerank_depth(kb.embedder or ""))
     values.setdefault("rerank_second_stage", settings.RERANK_SECOND_STAGE)
+    values.setdefault("gate", gate_for_kb(stored.get("gate"), lexical=is_lexical(kb.embedder or "")))
     params = RetrievalParams(
         fusion=fusion, paths=paths, max_query_chars=settings.RETRIEVAL_MAX_QUERY_CHARS, **values
     )
@@ -467,6 +494,7 @@ def save_params_for_kb(kb: KnowledgeBase, params: RetrievalParams) -> None:
         "rerank": params.rerank,
         "fusion": dataclasses.asdict(params.fusion),
         "paths": dataclasses.asdict(params.paths),
+        **({"gate": {"five_factor_min": params.gate.five_factor_min}} if params.gate else {}),
         "embedder": kb.embedder,
     }
     KnowledgeBase.objects.filter(pk=kb.pk).update(retrieval_settings=kb.retrieval_settings)

@@ -28,10 +28,10 @@ def make_candidate(chunk_id: int, **overrides) -> Candidate:
         ),
         ({"scores": {}}, "no vector score and no fused source hit"),
         ({"text": "2. Keyword leg (BM25)", "section_title": "Keyword leg (BM25)"}, "only its section's heading"),
-        ({"scores": {"vector": 0.9, "rerank.model": 0.52}}, "rerank 0.52 < 0.70"),
+        ({"scores": {"vector": 0.9, "rerank.model": 0.52}}, "rerank (LLM judge) 0.52 < 0.70"),
         (
             {"scores": {"vector": 0.2, "fusion": 0.03, "rerank.model": 0.69}, "sources": {"tag"}},
-            "rerank 0.69 < 0.70",
+            "rerank (LLM judge) 0.69 < 0.70",
         ),
     ],
 )
@@ -158,8 +158,10 @@ def test_it_keeps_rejected_candidates_out_of_the_budget():
     assert result.verdicts[0].passed is False
 
 
-def test_it_does_not_threshold_the_five_factor_heuristic():
-    # Only a model reranker's calibrated score ("rerank.model") meets the 0.70 bar.
-    candidate = make_candidate(1, scores={"vector": 0.9, "rerank": 0.3})
+def test_it_holds_the_five_factor_score_to_its_own_threshold_not_the_judges():
+    # A plain "rerank" (a second stage's overwritten total) is not what the check reads.
+    assert rejection(make_candidate(1, scores={"vector": 0.9, "rerank": 0.3}), GateParams()) is None
+    five_factor = make_candidate(2, scores={"vector": 0.9, "rerank": 0.3, "rerank.five_factor": 0.3})
 
-    assert rejection(candidate, GateParams()) is None
+    assert rejection(five_factor, GateParams(five_factor_min=0.25)) is None
+    assert rejection(five_factor, GateParams(five_factor_min=0.35)) == "rerank (five-factor) 0.30 < 0.35"
