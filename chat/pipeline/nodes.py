@@ -24,6 +24,7 @@ from chat.models import Shortcut, TraceStatus
 from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
+from knowledge.gate import gate_trace
 from knowledge.models import AnswerMode
 
 from . import stages
@@ -262,7 +263,10 @@ def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSear
                 continue
             error = rerank_error if name == "rerank" else ""
             status = "degraded" if error else "ok"
-            run.recorder.add(f"kb.{name}", "retrieval", start_ms=round(offset, 3), ms=ms, status=status, error=error)
+            # The gate's span says what it rejected and why (a scope the question named, a rerank score …).
+            output = gate_trace(result.gate, result.scope) if name in ("gate", "scope") else ""
+            run.recorder.add(f"kb.{name}", "retrieval", start_ms=round(offset, 3), ms=ms, status=status, error=error,
+                             output=output)
             offset += ms
 
 

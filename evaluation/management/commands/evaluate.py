@@ -202,6 +202,13 @@ class Command(BaseCommand):
             f"(test: default {report.multipath_test['default']['ndcg@10']:.4f}, "
             f"tuned {report.multipath_test['tuned']['ndcg@10']:.4f})"
         )
+        if report.gate is not None:
+            gate, test = report.gate, report.gate.test
+            self.stdout.write(
+                f"gate five-factor threshold on {gate.scored_train} reranked train references: stored "
+                f"{gate.threshold:g} (test: relevant kept {test.relevant_kept:.3f}, noise rejected "
+                f"{test.noise_rejected:.3f}, questions kept {test.questions_kept:.3f})"
+            )
         self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
 
 
