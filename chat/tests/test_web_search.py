@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chat.web.testing import (
     UNRELATED_PAGE,
@@ -257,3 +259,24 @@ def test_a_host_in_another_script_is_checked_in_its_ascii_form():
     assert target.path == "/%E9%A1%B5%E9%9D%A2"
     with pytest.raises(Refused):
         check_url("http://" + "a" * 70 + ".com/", FetchPolicy(), resolve=lambda host, port: ["93.184.216.34"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80), st.sampled_from(["http://", "https://", "file://", "", "HTTP://", "http://[", "http://a@"]))
+def test_any_url_is_either_a_checked_target_or_a_web_error(tail, scheme):
+    try:
+        target = check_url(scheme + tail, FetchPolicy(), resolve=lambda host, port: ["93.184.216.34"])
+    except WebError:
+        return
+    assert target.scheme in ("http", "https") and target.host and target.path.isascii()
+
+
+def test_bad_urls_in_results_and_redirects_are_refused_not_raised(web):
+    web.routes["/zorblax"] = html_route(ZORBLAX_PAGE)
+    web.routes["/bad-redirect"] = redirect_route("http://[")
+    web.routes["/search"] = json_route({"results": [
+        {"url": "http://[", "title": "broken"}, {"url": web.url("/bad-redirect")}, {"url": web.url("/zorblax")},
+    ]})
+    findings = WebSearcher(config_for(web), analyze).search("Zorblax daemon port")
+    assert findings.passages[0].url == web.url("/zorblax")
+    assert any("not a URL" in w for w in findings.warnings) and any("bad URL" in w for w in findings.warnings)

@@ -78,12 +78,19 @@ def fetch(url: str, policy: FetchPolicy, *, resolve: Resolve | None = None) -> F
         response, connection, sock = _request(target, policy, deadline)
         try:
             if response.status in REDIRECTS and response.getheader("Location"):
-                url = urljoin(url, response.getheader("Location", ""))
+                url = _redirect_target(url, response.getheader("Location", ""))
                 continue
             return _read(url, response, sock, policy, deadline)
         finally:
             connection.close()
     raise Refused(f"more than {policy.max_redirects} redirects")
+
+
+def _redirect_target(url: str, location: str) -> str:
+    try:
+        return urljoin(url, location.strip())
+    except ValueError as error:
+        raise Refused(f"{url[:200]} redirects to a bad URL") from error
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,11 @@ class Target:
 
 def check_url(url: str, policy: FetchPolicy, *, resolve: Resolve) -> Target:
     """The URL's checked connection target; Refused when anything about it is not allowed."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:  # "http://[", "http://a:99999"
+        raise Refused(f"not a URL: {url[:200]}") from error
     if parts.scheme not in ("http", "https"):
         raise Refused(f"only http and https are fetched, not {parts.scheme or 'a relative URL'}: {url[:200]}")
     if parts.username or parts.password:
@@ -108,10 +119,7 @@ def check_url(url: str, policy: FetchPolicy, *, resolve: Resolve) -> Target:
         raise Refused(f"bad host name in {url[:200]}") from error
     if not host:
         raise Refused(f"no host in {url[:200]}")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as error:
-        raise Refused(f"bad port in {url[:200]}") from error
+    port = port or (443 if parts.scheme == "https" else 80)
     if not is_domain_allowed(host, policy.allow_domains, policy.deny_domains):
         raise Refused(f"{host} is not on the allowed domains, or is denied")
     addresses = resolve(host, port)

@@ -118,7 +118,10 @@ def rank_passages(
 
 
 def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # "http://[": the fetcher refuses it too
+        return ""
 
 
 def _left(deadline: float) -> float:
