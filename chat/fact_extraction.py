@@ -19,6 +19,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from agentic_rag.llm import CompletionOptions, LLMError
@@ -48,7 +49,7 @@ _CATEGORIES: dict[str, tuple[str, str]] = {
     ),
     "language": (
         "python java go rust typescript javascript kotlin php ruby scala swift c# c++ node",
-        "language 语言 编程 programming version 版本",
+        "language 语言 编程 programming",
     ),
     "framework": (
         "django flask fastapi spring react vue angular rails laravel express nextjs",
@@ -402,13 +403,39 @@ def _squash(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def terms_overlap(question_terms: Iterable[str], fact_terms: Iterable[str]) -> tuple[float, bool]:
-    """The share of the question's terms the fact holds, and whether one of them is more than a verb."""
-    asked, held = set(question_terms), set(fact_terms)
-    if not asked:
-        return 0.0, False
-    shared = asked & held
-    return len(shared) / len(asked), bool(shared - GENERIC_TERMS)
+# --- relevance to a question ------------------------------------------------------------------------
 
-
+# Words that say nothing of what a fact is about: sharing only these is no reason to recall it.
 GENERIC_TERMS = frozenset(analyze("use used using 用 使用 我们 我 we our team 团队 是 is are work 工作 run 运行"))
+# How the evidence panel and the offline reader name a category, in both languages.
+CATEGORY_LABELS = {
+    "database": "database 数据库", "cache": "cache 缓存", "queue": "message queue 消息队列",
+    "platform": "deployment 部署", "language": "programming language 编程语言", "framework": "framework 框架",
+    "search": "search 检索", "role": "role 角色",
+}
+
+
+def relevance(question_terms: Iterable[str], fact_terms: Iterable[str], key: str, category: str) -> float:
+    """How much a question is about a fact, 0 to 1: the share of the question's terms the fact holds,
+    counted only when one of them says what the fact is about (its topic, category or relation,
+    not a word like "use"); a question naming the fact's topic ("Redis 的内存上限…") scores 0.5 at least."""
+    asked = set(question_terms)
+    if not asked:
+        return 0.0
+    share = len(asked & set(fact_terms)) / len(asked)
+    named = _topic_terms(key)
+    if named and named <= asked:
+        return 0.5 + 0.5 * share
+    return share if asked & _about_terms(key, category) else 0.0
+
+
+@lru_cache(maxsize=1024)
+def _topic_terms(key: str) -> frozenset[str]:
+    return frozenset(analyze(key.split("|")[-1])) - GENERIC_TERMS
+
+
+@lru_cache(maxsize=1024)
+def _about_terms(key: str, category: str) -> frozenset[str]:
+    relation = key.split("|")[1] if key.count("|") >= 2 else ""
+    words = " ".join([key.split("|")[-1], _CATEGORY_WORDS.get(category, ""), _RELATION_WORDS.get(relation, "")])
+    return frozenset(analyze(words)) - GENERIC_TERMS

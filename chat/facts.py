@@ -26,7 +26,7 @@ from agentic_rag.embeddings import Embedder, embed_query_cached, get_embedder
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 
-from .fact_extraction import StatedFact, extract_facts_with, terms_overlap
+from .fact_extraction import CATEGORY_LABELS, StatedFact, extract_facts_with, relevance
 from .models import MemoryEntry, Message, Role, UserFact
 
 logger = logging.getLogger("chat.facts")
@@ -40,6 +40,7 @@ class RecalledFact:
     text: str
     score: float
     stated_at: datetime
+    about: str = ""  # its category in both languages ("database 数据库"), for the reader and the panel
 
 
 # --- remember ----------------------------------------------------------------------------------
@@ -129,29 +130,28 @@ def recall_facts(
     min_similarity: float | None = None,
     embedder: Embedder | None = None,
 ) -> list[RecalledFact]:
-    """The user's own facts that `query` is about, best first: sharing enough words with it
-    (more than a verb like "use"), or with an embedding close enough to it."""
+    """The user's own facts that `query` is about, best first: naming the fact's topic, sharing
+    enough words with it (one of them more than a verb like "use"), or close by the embedder."""
     limit = settings.CHAT_FACT_K if k is None else k
     overlap_floor = settings.CHAT_FACT_MIN_OVERLAP if min_overlap is None else min_overlap
     cosine_floor = settings.CHAT_FACT_MIN_SIMILARITY if min_similarity is None else min_similarity
     rows = list(
-        UserFact.objects.for_user(user).values_list("pk", "text", "terms", "embedder", "embedding", "updated_at")[
-            : settings.CHAT_FACTS_MAX
-        ]
+        UserFact.objects.for_user(user).values_list(
+            "pk", "text", "key", "category", "terms", "embedder", "embedding", "updated_at"
+        )[: settings.CHAT_FACTS_MAX]
     )
     if not rows or limit <= 0:
         return []
     asked = question_terms(query)
     model = embedder or get_embedder()
-    query_vector = embed_query_cached(model, query) if any(row[3] == model.name for row in rows) else None
+    query_vector = embed_query_cached(model, query) if any(row[5] == model.name for row in rows) else None
     recalled = []
-    for pk, text, terms, fact_embedder, vector, stated_at in rows:
-        share, is_specific = terms_overlap(asked, terms or ())
-        by_terms = share if is_specific and share >= overlap_floor else 0.0
+    for pk, text, key, category, terms, fact_embedder, vector, stated_at in rows:
+        by_terms = relevance(asked, terms or (), key, category)
         close = _cosine(query_vector, vector) if query_vector is not None and fact_embedder == model.name else 0.0
-        score = max(by_terms, close if close >= cosine_floor else 0.0)
+        score = max(by_terms if by_terms >= overlap_floor else 0.0, close if close >= cosine_floor else 0.0)
         if score > 0:
-            recalled.append(RecalledFact(pk, text, round(score, 4), stated_at))
+            recalled.append(RecalledFact(pk, text, round(score, 4), stated_at, CATEGORY_LABELS.get(category, "")))
     return sorted(recalled, key=lambda fact: (-fact.score, -fact.fact_id))[:limit]
 
 
@@ -177,7 +177,10 @@ def fact_evidence(recalled: Sequence[RecalledFact], first: int) -> tuple[Any, ..
 
     page = reverse("chat-facts")
     return tuple(
-        EvidenceItem(first + i, "MEMORY", MEMORY_DOC, fact.text, score=fact.score, url=f"{page}#fact-{fact.fact_id}")
+        EvidenceItem(
+            first + i, "MEMORY", MEMORY_DOC, fact.text, section=fact.about, score=fact.score,
+            url=f"{page}#fact-{fact.fact_id}",
+        )
         for i, fact in enumerate(recalled)
     )
 

@@ -14,7 +14,9 @@ their header; each is quoted from its document's readable text (units.py) and fo
 
 A document marked `source="TOOL"` is a tool's result for this very question (the intent
 stage chose the tool), so it is quoted whole, first, whether or not it shares a word with
-the question: "现在东京几点" shares none with "Current time Asia/Tokyo: …".
+the question: "现在东京几点" shares none with "Current time Asia/Tokyo: …". One marked
+`source="MEMORY"` is a fact the user stated earlier that recall chose for this question
+("We moved to PostgreSQL 16" for "我们用的数据库是什么版本？"): quoted whole, after the sources.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ TOOL_DISCLAIMER = {
     "en": "(Tool result: computed or looked up by the tool, no language model.)",
     "zh": "（工具结果：由工具计算或查询，未使用语言模型。）",
 }
+# Facts the user stated earlier (semantic memory) are not quoted from a source either.
+MEMORY_DISCLAIMER = {
+    "en": "(From what you told me earlier, quoted; no language model.)",
+    "zh": "（以下摘自你之前告诉我的信息，未使用语言模型。）",
+}
 NO_EVIDENCE = {
     "en": "I found no evidence in the knowledge base to answer this question.",
     "zh": "知识库中没有找到可以回答这个问题的资料。",
@@ -107,6 +114,7 @@ class Evidence:
     doc_id: str
     text: str
     from_tool: bool = False
+    from_memory: bool = False  # a fact the user stated earlier, recalled for this question
     doc: str = ""
     section: str = ""
 
@@ -146,21 +154,28 @@ class ExtractiveProvider:
         if not evidence:
             return f"{self._disclaimer[language]}\n\n{NO_EVIDENCE[language]}"
         tools = [e for e in evidence if e.from_tool]
-        documents = [e for e in evidence if not e.from_tool]
+        remembered = [e for e in evidence if e.from_memory]
+        documents = [e for e in evidence if not (e.from_tool or e.from_memory)]
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options)
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
         quoted += [(pick.unit.text, pick.doc_id) for pick in reading.picks]
+        # A recalled fact was chosen for this question already (chat.facts): quoted whole, after the sources.
+        quoted += [(e.text, e.doc_id) for e in remembered]
         if not quoted:
             return f"{self._disclaimer[language]}\n\n{_not_answered(documents, language)}"
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
-        label = self._disclaimer if reading.picks else TOOL_DISCLAIMER
+        label = self._disclaimer if reading.picks else TOOL_DISCLAIMER if tools else self._memory_label()
         title = self._lead_in(question, documents, reading) if not tools else ""
         # On a line of its own (a Markdown line break), so no citation takes it into its quote.
         heading = f"**{title}**  \n" if title else ""
         return f"{label[language]}\n\n{heading}{body}"
+
+    def _memory_label(self) -> dict[str, str]:
+        """An answer of recalled facts alone says so, unless it stands in for a model that failed."""
+        return MEMORY_DISCLAIMER if self._disclaimer is DISCLAIMER else self._disclaimer
 
     def _lead_in(self, question: str, documents: Sequence[Evidence], reading: Reading) -> str:
         if not reading.picks:
@@ -239,6 +254,7 @@ def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
                     doc_id=attrs.get("id") or str(len(found) + 1),
                     text=_unescape(body),
                     from_tool=attrs.get("source") == "TOOL",
+                    from_memory=attrs.get("source") == "MEMORY",
                     doc=attrs.get("doc", ""),
                     section=attrs.get("section", ""),
                 )

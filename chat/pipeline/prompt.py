@@ -150,4 +150,6 @@ def document_element(item: EvidenceItem) -> str:
         attributes += ' source="TOOL"'
     elif item.source == "WEB":
         attributes += f' source="WEB" url={_attr(item.url)}'
+    elif item.source == "MEMORY":
+        attributes += ' source="MEMORY"'
     return f"<document {attributes}>{escape(item.text)}</document>"
