@@ -11,6 +11,7 @@ nothing, and the question searches the whole KB as before.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -192,12 +193,35 @@ def in_scope_first(candidates: Sequence[Candidate], scope: Scope | None) -> list
 # --- what the KB holds -----------------------------------------------------------------------
 
 
+_DOCUMENT_CACHE: dict[tuple, list[DocumentName]] = {}
+_DOCUMENT_CACHE_SIZE = 64
+_DOCUMENT_CACHE_LOCK = threading.Lock()
+
+
 def kb_documents(kb) -> list[DocumentName]:
-    """The KB's ready documents by file name and title."""
+    """The KB's ready documents by file name and title, cached while none of them changes.
+
+    Every gated search asks; a KB of thousands of documents would load all their names each
+    time, while one aggregate says whether any was added, removed or changed.
+    """
+    from django.db.models import Count, Max
+
     from .models import Document, DocumentStatus
 
-    rows = Document.objects.filter(kb=kb, status=DocumentStatus.READY).values_list("pk", "name", "metadata")
-    return [DocumentName(pk, name, str((metadata or {}).get("title") or "")) for pk, name, metadata in rows]
+    ready = Document.objects.filter(kb=kb, status=DocumentStatus.READY)
+    state = ready.aggregate(count=Count("pk"), last=Max("pk"), changed=Max("updated_at"))
+    key = (kb.pk, state["count"], state["last"], state["changed"])
+    with _DOCUMENT_CACHE_LOCK:
+        cached = _DOCUMENT_CACHE.get(key)
+    if cached is not None:
+        return cached
+    rows = ready.values_list("pk", "name", "metadata")
+    documents = [DocumentName(pk, name, str((metadata or {}).get("title") or "")) for pk, name, metadata in rows]
+    with _DOCUMENT_CACHE_LOCK:
+        if len(_DOCUMENT_CACHE) >= _DOCUMENT_CACHE_SIZE:
+            _DOCUMENT_CACHE.pop(next(iter(_DOCUMENT_CACHE)))
+        _DOCUMENT_CACHE[key] = documents
+    return documents
 
 
 def kb_sections(kb) -> list[Section]:

@@ -72,3 +72,24 @@ def test_no_gate_no_scope(kb):
     result = retrieve("What does 03-retrieval.md say about the gate?", kb, RetrievalParams(gate=None))
 
     assert result.scope is None
+
+
+def test_a_document_added_or_renamed_after_a_search_can_be_named(kb):
+    from knowledge.models import Document
+
+    ingest(kb)
+    assert retrieve("What does 06-added.md say about the gate?", kb, RetrievalParams()).scope is None
+    queued: list[int] = []
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        submit_document(kb, "06-added.md", b"# Added\n\n## 1 Gate\n\nThe added guide covers the gate too.",
+                        enqueue=queued.append)
+    run_ingestion(queued[0])
+
+    added = retrieve("What does 06-added.md say about the gate?", kb, RetrievalParams())
+    notes = Document.objects.get(kb=kb, name="05-notes.md")
+    notes.name = "05-renamed.md"
+    notes.save()
+    renamed = retrieve("What does 05-renamed.md say about the quality gate?", kb, RetrievalParams())
+
+    assert added.scope is not None and added.scope.doc_names == ("06-added.md",)
+    assert renamed.scope is not None and renamed.scope.doc_names == ("05-renamed.md",)
