@@ -22,8 +22,8 @@ sentences share the markers it holds); a sentence is a key point when it
 Comprehensiveness is the number of key points, with the distinct communities, documents and
 sources (a transcript cut into "-partN" files is one source) the answer cites. Community
 coverage is the share of the KB's top-level communities cited, and the share of their
-weight (`Community.rank`, their members' mentions). A citation is valid when its chunk is one
-its community's report was read from.
+weight (`Community.rank`, their members' mentions). A citation is valid when its chunk belongs
+to its community: one its summaries were read from, or one that mentions one of its members.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import csv
 import re
 import statistics
 import zipfile
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from django.test.utils import override_settings
 from agentic_rag.llm import get_llm
 from graphrag.build import build_graph
 from graphrag.map_reduce import GlobalParams
-from graphrag.models import Community
+from graphrag.models import Community, Mention
 from graphrag.search import global_answer, rank_communities
 from knowledge.analysis import analyze
 from knowledge.chunking import count_tokens, split_sentences
@@ -148,20 +149,24 @@ def map_reduce_answer(kb: KnowledgeBase, question: str, *, llm: Any, params: Glo
 
 @dataclass(frozen=True)
 class Scope:
-    """What the judge knows of the KB: its communities, their weight and report chunks."""
+    """What the judge knows of the KB: its communities, their weight, and the chunks of each
+    (those its summaries were read from and those that mention one of its members)."""
 
-    report_chunks: dict[int, set[int]]
+    chunks_of: dict[int, set[int]]
     ranks: dict[int, float]
 
     @classmethod
     def of(cls, kb: KnowledgeBase) -> Scope:
-        report_chunks: dict[int, set[int]] = {}
+        chunks_of: dict[int, set[int]] = defaultdict(set)
         ranks: dict[int, float] = {}
         for pk, parent, rank, chunk_ids in Community.objects.filter(kb=kb).values_list("id", "parent_id", "rank", "chunk_ids"):
-            report_chunks.setdefault(parent or pk, set()).update(chunk_ids)
+            chunks_of[parent or pk].update(chunk_ids)
             if parent is None:
                 ranks[pk] = rank
-        return cls(report_chunks, ranks)
+        members = Mention.objects.filter(entity__kb=kb, entity__community__isnull=False)
+        for community_id, chunk_id in members.values_list("entity__community_id", "chunk_id").iterator():
+            chunks_of[community_id].add(chunk_id)
+        return cls(dict(chunks_of), ranks)
 
 
 def judge(question: str, answer: AnswerUnderTest, scope: Scope) -> dict[str, float]:
@@ -185,7 +190,7 @@ def judge(question: str, answer: AnswerUnderTest, scope: Scope) -> dict[str, flo
     used = {int(m) for m in _MARKER.findall(answer.text)} & set(answer.cited)
     communities = {answer.cited[m].community_id for m in used}
     documents = {chunks[c][0] for m in used for c in answer.cited[m].chunk_ids if c in chunks}
-    valid = [all(c in scope.report_chunks.get(answer.cited[m].community_id, ()) for c in answer.cited[m].chunk_ids)
+    valid = [all(c in scope.chunks_of.get(answer.cited[m].community_id, ()) for c in answer.cited[m].chunk_ids)
              for m in used]
     total_rank = sum(scope.ranks.values()) or 1.0
     return {

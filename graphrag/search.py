@@ -10,8 +10,9 @@ build changes it, so a query costs a few array operations, not a walk over the O
   one or two hops away from what the question names: the graph leg of `retrieve()`.
 - `local_search`: matched entities, their strongest neighbours and relations, their chunks.
 - `global_search` / `global_answer`: the question mapped over the best community reports, the
-  partial answers reduced into one cited answer (map_reduce.py); `rank_communities` chooses the
-  reports by the question's words in their summaries (what global search was before).
+  partial answers reduced into one cited answer (map_reduce.py); `choose_communities` picks the
+  communities whose members the question's best chunks mention, then those `rank_communities`
+  scores by the question's words in their summaries (what global search was before).
 - `path_search`: the shortest weighted path between two named entities, with its evidence.
 """
 
@@ -35,7 +36,7 @@ from .disambiguation import DisambiguationParams, EntityIndex, link, name_vector
 from .extraction import TermDictionary, find_mentions
 from .map_reduce import GlobalAnswer, GlobalParams, Point, map_reports, reduce_partials
 from .models import Community, Entity, GraphDocument, Mention, Relation
-from .reports import load_reports
+from .reports import load_reports, question_passages
 
 
 @dataclass
@@ -261,6 +262,20 @@ def rank_communities(kb: KnowledgeBase, query: str) -> list[CommunityAnswer]:
     return sorted(answers, key=lambda a: -a.score)
 
 
+def choose_communities(kb: KnowledgeBase, query: str, limit: int) -> tuple[list[CommunityAnswer], dict[int, list[int]]]:
+    """The `limit` communities to map the question over, and the chunks of each it found.
+
+    Communities whose members the question's best chunks mention come first (`question_passages`
+    order); the rest follow in `rank_communities` order.
+    """
+    ranked = rank_communities(kb, query)
+    asked = question_passages(kb, query, [a.community.pk for a in ranked])
+    priority = {pk: n for n, pk in enumerate(asked)}
+    position = {a.community.pk: n for n, a in enumerate(ranked)}
+    chosen = sorted(ranked, key=lambda a: (priority.get(a.community.pk, len(priority)), position[a.community.pk]))[:limit]
+    return chosen, {a.community.pk: asked[a.community.pk] for a in chosen if a.community.pk in asked}
+
+
 def global_search(
     kb: KnowledgeBase, query: str, *, top: int = 4, llm: Any = None, params: GlobalParams | None = None
 ) -> list[CommunityAnswer]:
@@ -270,8 +285,8 @@ def global_search(
     has one, extractively otherwise); a community whose report helps more comes first.
     """
     params = params or GlobalParams.from_settings()
-    ranked = rank_communities(kb, query)[: max(top, params.communities)]
-    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report)
+    ranked, asked = choose_communities(kb, query, max(top, params.communities))
+    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report, asked=asked)
     partials = {p.community_id: p for p in map_reports(query, reports, llm=llm, params=params).partials}
     order = {a.community.pk: n for n, a in enumerate(ranked)}
     answers = []
@@ -289,8 +304,8 @@ def global_answer(kb: KnowledgeBase, query: str, *, llm: Any = None, params: Glo
     params = params or GlobalParams.from_settings()
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    ranked = rank_communities(kb, query)[: params.communities]
-    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report)
+    ranked, asked = choose_communities(kb, query, params.communities)
+    reports = load_reports([a.community for a in ranked], passages=params.passages_per_report, asked=asked)
     timings["reports"] = _ms_since(started)
     outcome = map_reports(query, reports, llm=llm, params=params)
     timings["map"] = _ms_since(started) - timings["reports"]

@@ -20,9 +20,9 @@ from graphrag.map_reduce import (
     map_reports,
     reduce_partials,
 )
-from graphrag.models import Community
+from graphrag.models import Community, Entity, Mention
 from graphrag.reports import Passage, Report
-from graphrag.search import global_answer, global_search
+from graphrag.search import choose_communities, global_answer, global_search
 from graphrag.tests.test_build import ingest
 from knowledge.chunking import count_tokens
 from knowledge.models import Chunk
@@ -188,9 +188,10 @@ def test_offline_global_answer_on_a_built_graph_cites_chunks_of_the_communities_
     assert answer.tokens <= answer.budget_tokens
     for citation in answer.citations:
         community = Community.objects.get(pk=citation.community_id, kb=kb)
-        readable = set(community.chunk_ids) | {c for sub in community.children.all() for c in sub.chunk_ids}
+        summarised = set(community.chunk_ids) | {c for sub in community.children.all() for c in sub.chunk_ids}
+        names_a_member = Mention.objects.filter(chunk_id=citation.chunk_id, entity__community=community).exists()
         chunk = Chunk.objects.get(pk=citation.chunk_id, kb=kb)
-        assert citation.chunk_id in readable and chunk.document.name == citation.document_name
+        assert (citation.chunk_id in summarised or names_a_member) and chunk.document.name == citation.document_name
         assert f"[{citation.number}]" in answer.text
     assert set(answer.timings_ms) == {"reports", "map", "reduce", "total"}
 
@@ -206,3 +207,16 @@ def test_global_search_puts_the_community_whose_report_helps_most_first_with_its
     assert answers[0].score == max(p.score for p in answers[0].points)
     assert answers[0].chunk_ids[0] == answers[0].points[0].chunk_ids[0]
     assert "Celery" in Chunk.objects.get(pk=answers[0].chunk_ids[0]).text
+
+
+@pytest.mark.django_db
+def test_the_communities_mapped_first_are_those_whose_members_the_questions_best_chunks_mention(kb):
+    ingest(kb)
+    build_graph(kb)
+
+    chosen, asked = choose_communities(kb, "Which broker does Celery use?", 1)
+
+    celery = Entity.objects.get(kb=kb, key="celery")
+    assert [a.community.pk for a in chosen] == [celery.community_id]
+    first = Chunk.objects.get(pk=asked[celery.community_id][0])
+    assert "Celery uses Redis as its broker" in first.text
