@@ -57,7 +57,7 @@ _HEADER = re.compile(r"^[^.?!。？！\n]*?[_-][^.?!。？！\n]*?\.(?:txt|md|ma
 
 @dataclass(frozen=True)
 class GlobalParams:
-    communities: int = 8  # reports mapped per question: the best of `rank_communities`
+    communities: int = 8  # reports mapped per question, in `choose_communities` order (search.py)
     map_timeout_s: float = 3.0  # each model call of the map
     reduce_timeout_s: float = 15.0
     budget_tokens: int = 800  # the reduced answer, citation markers included (knowledge.chunking.count_tokens)
