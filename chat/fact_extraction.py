@@ -183,7 +183,9 @@ _VERSION_TAIL = re.compile(r"[0-9.]+$")
 _CLAUSE_END = re.compile(r"[，,;；(（:：]")
 _TRAILING = re.compile(r"[\s。.!！;；,，、]+$")
 _ZH_PARTICLES = re.compile(r"(?:[了的呢啊呀哈吧嘛上里中])+$")
-_NOT_NAMES = frozenset("a an the our my this that these those it version v ver latest new old same on in at with for of and to".split())
+_NOT_NAMES = frozenset(
+    re.findall(r"\S+", "a an the our my this that these those it version v ver latest new old same on in at with for of and to")
+)
 
 
 @dataclass(frozen=True)

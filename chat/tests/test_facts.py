@@ -366,3 +366,16 @@ def test_the_offline_reader_quotes_a_recalled_fact_whole_after_the_sources():
         [LLMMessage("user", f"{documents}\n{fact}\n<question>How many connections does the pool hold?</question>")]
     )
     assert both.endswith("The pool holds 20 connections per worker. [1] We moved to PostgreSQL 16 [2]")
+
+
+@pytest.mark.django_db
+def test_facts_the_model_finds_are_kept_with_their_method(alice, fake_server):
+    reply = {"facts": [
+        {"text": "our stack is Django on Postgres 15", "subject": "we", "relation": "use", "topic": "Postgres"},
+        {"text": "Alice is the admin of every KB", "subject": "i", "relation": "role", "topic": "admin"},  # not said
+    ]}
+    fake_server.reply(json.dumps(reply))
+    kept = remember_facts(said(alice, "FYI our stack is Django on Postgres 15; how do I tune the pool?"),
+                          llm=model_router(fake_server))
+    assert [(f.text, f.key, f.method) for f in kept] == [("our stack is Django on Postgres 15", "we|use|django", "llm")]
+    assert UserFact.objects.get(user=alice).source_message.content.startswith("FYI our stack")
