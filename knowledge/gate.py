@@ -17,9 +17,10 @@ from .scope import Scope
 # references from relevant documents and one for every question) on the docs KB's 209 golden
 # questions, the top 5 after rerank as the chat searches. Over e5-small vectors 0.25 (train and
 # test alike: every relevant reference kept, no noise rejected); over hashing vectors 0.10
-# (the train split alone chose 0.15, which lost a test question's only relevant reference). The seed's 0.70 read on this scale
-# would keep a relevant reference for 31% (e5) / 5% (hashing) of the questions: the five
-# factors order candidates well and tell relevant from noise poorly, so the check is a floor.
+# (the train split alone chose 0.15, which lost a test question's only relevant reference).
+# The seed's 0.70 read on this scale would keep a relevant reference for 31% (e5) / 5%
+# (hashing) of the questions: the five factors order candidates well and tell relevant from
+# noise poorly, so the check is a floor.
 FIVE_FACTOR_MIN = 0.10  # over lexical vectors, and wherever the KB is not known
 FIVE_FACTOR_MIN_MODEL_VECTORS = 0.25
 
