@@ -104,7 +104,9 @@ def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
         chunks_per_entity[e] += 1
     # A walk leaving a chunk prefers its rarer names (HippoRAG's node specificity): a name that
     # half the KB mentions leads nowhere in particular, one that two articles share joins them.
-    specificity = 1.0 / np.log(2.0 + chunks_per_entity)
+    # Squared: on the CMRC bridge set recall@10 0.9336 -> 0.9375 against the plain inverse (a
+    # cube gained nothing more), the docs sets unchanged (docs/05-graphrag.md, "Measured").
+    specificity = 1.0 / np.log(2.0 + chunks_per_entity) ** 2
     for (source, target) in list(weights):
         if source >= len(rows):
             weights[(source, target)] *= specificity[target]
