@@ -166,6 +166,12 @@ class _LazyModelEmbedder:
             out = self._encode(self._models[is_query], texts, is_query=is_query)
         return l2_normalise(np.asarray(out).reshape(len(texts), self.dims))
 
+    def warm_up(self) -> None:
+        """Load the passage model now, so that a caller can say so before its first batch."""
+        with self._locks[False]:
+            if False not in self._models:
+                self._models[False] = self._load()
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         batches = _batches(texts, self._options.batch_size)
         parts = [self._run(batch, is_query=False) for batch in batches]

@@ -73,7 +73,8 @@ def upgrade_embeddings(self, kb_id: int) -> int:
     try:
         publish_background_indexing(BackgroundIndexing(kb.pk, target, 0, 0, step="loading"), kb.pk)
         embedder = get_embedder(target)
-        embedder.embed_query("warm-up")  # loads the model here, not inside the first batch's "0 of N"
+        if warm_up := getattr(embedder, "warm_up", None):  # models load here, not in the first batch's "0 of N"
+            warm_up()
         return reembed_knowledge_base(kb, embedder, on_batch=progress)
     except StopRequested:
         postpone(self, (kb_id,))  # the entries written so far stay: the next run skips them
