@@ -4,6 +4,8 @@ the KB's settings page says which."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -109,3 +111,29 @@ def test_the_leg_is_judged_on_real_retrieval(kb):
     assert verdict.questions == 2
     assert 0.0 <= verdict.hybrid["recall@10"] <= 1.0 and 0.0 <= verdict.hybrid_graph["recall@10"] <= 1.0
     assert verdict.helps is (verdict.hybrid_graph["recall@10"] > verdict.hybrid["recall@10"])
+
+
+def test_bridge_questions_join_an_article_to_the_one_it_names_and_hide_that_name(tmp_path):
+    from evaluation.multidoc import bridge_dataset
+
+    def article(title, text, *questions):
+        return {"title": title, "paragraphs": [{"context": text, "qas": [
+            {"id": f"{title}-{n}", "question": q, "answers": [{"text": "x", "answer_start": 0}]} for n, q in enumerate(questions)
+        ]}]}
+
+    data = {"data": [
+        article("林肯郡", "林肯郡位于英格兰，西邻诺丁汉郡。", "林肯郡在哪里？"),
+        article("诺丁汉郡", "诺丁汉郡隶属于英国，行政总部在西布里奇福德。", "诺丁汉郡隶属于哪个国家？", "行政总部在哪？", "第三问？"),
+        article("某书", "这本书写到诺丁汉郡和林肯郡。", "作者是谁？"),  # names two articles: no bridge
+        article("无关", "一段与两者都无关的文字。", "这是什么？"),
+    ]}
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+    dataset = bridge_dataset([path], distractors=0)
+
+    texts = {q.text for q in dataset.questions}
+    assert texts == {"林肯郡中提到的那个条目，它隶属于哪个国家？", "林肯郡中提到的那个条目：行政总部在哪？"}
+    assert all(len(q.relevant) == 2 for q in dataset.questions)
+    assert {p.text.split("\n")[0] for p in dataset.passages} == {"林肯郡", "诺丁汉郡"}  # no distractor kept
+    assert len(bridge_dataset([path]).passages) == 4
