@@ -1,10 +1,9 @@
 """A multi-document question set over SQuAD-layout articles (CMRC2018): bridge questions.
 
-Article A mentions article B by its title (A's text names "诺丁汉郡", which is B's title).
-A question of B that names B's title has that name replaced by a pointer through A:
-"诺丁汉郡隶属于哪个国家？" becomes "林肯郡一文提到的诺丁汉郡…" — no: the name is hidden, so
-it becomes "林肯郡中提到的那个条目，它隶属于哪个国家？". Both articles are relevant: A to
-know which entry is meant, B for the answer. This is how HotpotQA builds its bridge
+Article A mentions article B by its title (A's text names "诺丁汉郡", which is B's title, and
+no other article's). A question of B that names B's title has that name hidden behind a pointer
+through A: "诺丁汉郡隶属于哪个国家？" becomes "林肯郡中提到的那个条目，它隶属于哪个国家？".
+Both articles are relevant: A to know which entry is meant, B for the answer. This is how HotpotQA builds its bridge
 questions; here the bridge entity is taken from the data's own titles, so nobody wrote the
 text or chose the pairs. Each article is one passage ("title\\ncontext"); articles linked to
 no other stay in the corpus as distractors.
@@ -50,7 +49,8 @@ def read_articles(paths: Iterable[Path]) -> list[Article]:
 
 
 def bridge_pairs(articles: list[Article]) -> list[tuple[Article, Article]]:
-    """(A, B) where A's text names B's title, B's title unique and long enough to be a name."""
+    """(A, B) where A's text names B's title and no other article's, B's title unique and long
+    enough to be a name."""
     by_title: dict[str, list[Article]] = {}
     for article in articles:
         by_title.setdefault(article.title, []).append(article)
@@ -61,7 +61,10 @@ def bridge_pairs(articles: list[Article]) -> list[tuple[Article, Article]]:
         lengths = sorted({len(t) for t in titles}, reverse=True)
         names = set(titles)
         found = {a.text[i : i + n] for n in lengths for i in range(len(a.text) - n + 1) if a.text[i : i + n] in names}
-        pairs.extend((a, by_title[t][0]) for t in sorted(found) if by_title[t][0].id != a.id)
+        linked = [by_title[t][0] for t in sorted(found) if by_title[t][0].id != a.id]
+        # "The entry A mentions" must name one entry: an article naming several has no answer.
+        if len(linked) == 1:
+            pairs.append((a, linked[0]))
     return pairs
 
 
