@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ from graphrag import extraction
 from graphrag.build import _SENTENCE_END, _SentenceEnds
 from graphrag.extraction import Extraction, Triple, dictionary_for, extract, find_mentions
 from graphrag.structure import code_identifiers, structural_facts
+from knowledge.tests.hostile_text import HOSTILE_DOCUMENTS, cpu_budget, long_hostile_text, timed
 
 DICTIONARY = dictionary_for(["3.2 Quality gate", "质量门控", "KB"], ["向量检索", "BM25"])
 # jieba's part-of-speech pass costs some 15 µs a Chinese character: 100 kB of dense names takes
@@ -149,3 +151,25 @@ def test_the_structure_of_a_long_text_is_read_in_linear_time(text):
     assert seconds < GRAPH_SECONDS
     facts, identifiers = found
     assert len(facts.mentions) + len(identifiers) <= len(text)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_DOCUMENTS))
+def test_each_hostile_document_is_read_for_the_graph_in_linear_time(name):
+    """The documents every other text path is tried on, through the graph's extraction and its
+    structure pass; jieba tags Chinese at some 15 µs a character, so the budget is twice the
+    text paths' (a quadratic pass on these takes minutes)."""
+    text = HOSTILE_DOCUMENTS[name]
+    extract("预热", DICTIONARY)
+    found, seconds = timed(extract, text, DICTIONARY)
+    assert seconds < 2 * cpu_budget(text), seconds
+    assert sum(len(m.surface) for m in found.mentions) <= len(text)
+    _, seconds = timed(structural_facts, text)
+    assert seconds < cpu_budget(text), seconds
+
+
+@linear_time_settings(max_examples=10)
+@given(text=long_hostile_text)
+def test_long_hostile_text_is_read_for_the_graph_in_linear_time(text):
+    extract("预热", DICTIONARY)
+    _, seconds = timed(extract, text, DICTIONARY)
+    assert seconds < 2 * cpu_budget(text)
