@@ -40,6 +40,25 @@ class CpuSlots:
             self._held.depth = 0
             self._free.release()
 
+    def holds(self) -> bool:
+        """Whether this thread holds a slot."""
+        return bool(getattr(self._held, "depth", 0))
+
+    @contextmanager
+    def serving(self, owner_holds: bool) -> Iterator[None]:
+        """Compute for a thread that holds a slot and only waits meanwhile (a chat node it runs on a
+        pool thread, to stop waiting at its timeout): the owner's slot serves this thread, so a
+        model wait here lends it as the owner's own wait would."""
+        if self._free is None or not owner_holds:
+            yield
+            return
+        depth = getattr(self._held, "depth", 0)
+        self._held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._held.depth = depth
+
     @contextmanager
     def lent(self) -> Iterator[None]:
         """Wait on something else inside: this thread's slot, if it holds one, is free meanwhile."""

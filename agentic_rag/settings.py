@@ -440,6 +440,35 @@ CHAT_WORKER_TIMEOUT_S = envfloat("CHAT_WORKER_TIMEOUT_S", "5")
 # Agents (deep research, plan-execute, ReAct): each model call gets this long; after one
 # fails, the rest of that run decides by rules.
 CHAT_AGENT_MODEL_TIMEOUT_S = envfloat("CHAT_AGENT_MODEL_TIMEOUT_S", "10")
+# Per-node timeouts (seconds) of everything in a chat run that can wait, in one place; the
+# runner (chat.pipeline.timeouts) enforces them and each node degrades as the graph declares:
+# memory → no history, rewrite → the original query, intent → the default KB intent, search
+# (the KB's workers and agents, the graph agent) → the tools' results alone, retrieve (search
+# and tools together) → "not found", generate → what streamed so far or the extractive reader,
+# verify → citations shown unverified. Override some as "search:10,generate:60". The seed (S1
+# §9.3) asks for a timeout per node without numbers: these leave a slow model's agent rounds
+# (CHAT_AGENT_MODEL_TIMEOUT_S each) room, and bound what would otherwise wait forever.
+CHAT_NODE_TIMEOUTS_S = {
+    "memory": 5.0,
+    "rewrite": 0.5,  # CHAT_STAGE_BUDGETS_MS, when it names the node, wins (in milliseconds)
+    "intent": 0.35,
+    "search": 45.0,
+    "tools": CHAT_TOOL_TIMEOUT_S,
+    "workers": CHAT_WORKER_TIMEOUT_S,
+    "agent_model": CHAT_AGENT_MODEL_TIMEOUT_S,
+    "retrieve": 60.0,
+    "generate": LLM_TIMEOUT_S,
+    "verify": 2.0,
+} | {name.strip(): float(s) for name, s in (item.split(":", 1) for item in envlist("CHAT_NODE_TIMEOUTS_S", ""))}
+# The older names read the same entries, so an override here reaches their callers too.
+CHAT_TOOL_TIMEOUT_S = CHAT_NODE_TIMEOUTS_S["tools"]
+CHAT_WORKER_TIMEOUT_S = CHAT_NODE_TIMEOUTS_S["workers"]
+CHAT_AGENT_MODEL_TIMEOUT_S = CHAT_NODE_TIMEOUTS_S["agent_model"]
+# Retrieval results (knowledge.result_cache) are cached per (KB, its content and graph version,
+# query, every parameter): at most RETRIEVAL_CACHE_ENTRIES in each process (0: no cache), and
+# in the Django cache too when it is shared (Redis), for RETRIEVAL_CACHE_TTL_S seconds.
+RETRIEVAL_CACHE_ENTRIES = envint("RETRIEVAL_CACHE_ENTRIES", "512")
+RETRIEVAL_CACHE_TTL_S = envint("RETRIEVAL_CACHE_TTL_S", "3600")
 # Rate limits of /api/chat, /api/chat/stream, the send view and the websocket (requests per
 # second; 0 switches a level off): a global token bucket, sliding windows per user and session.
 RATE_LIMIT_GLOBAL_QPS = envint("RATE_LIMIT_GLOBAL_QPS", "1000")

@@ -15,6 +15,8 @@ Event types and their `data`:
 - "thinking", "round", "plan", "task", "report", "step": what a multi-step agent reports
 - "clarify": {kind: "scope"|"kb"|"pronoun"|"vague", reason, question, agent_type, choices: [{label, message, kb}]},
   the Clarifier asking instead of guessing (chat.clarifier); the run ends with shortcut A
+- "timeout": {node, timeout_ms, fallback}: a node or step (search, verify) ran past its timeout
+  (settings.CHAT_NODE_TIMEOUTS_S) and the run went on with the fallback named
 - "final": {trace_id, total_ms, response, citations, shortcut, verification, status, partial,
   message_id, session_id}
 - "error": {message, code}, and the fields of "final" when the run stored what it had
@@ -42,6 +44,7 @@ EventType = Literal[
     "task",
     "report",
     "step",
+    "timeout",
     "clarify",
     "final",
     "error",

@@ -1,4 +1,4 @@
-"""Chat speed: `manage.py bench chat --kb SLUG [--queries N] [--fake-llm]`.
+"""Chat speed: `manage.py bench chat --kb SLUG [--queries N] [--repeat N] [--fake-llm]`.
 
 With the extractive generator: end-to-end and first-token latency of KB questions,
 shortcut A and B latency, prompt assembly time. Then the `manage.py ask` path with no KB
@@ -8,7 +8,9 @@ routed KB). With `--fake-llm`, against a fake
 OpenAI-compatible streaming server on 127.0.0.1: the pipeline's own time to first token,
 every moment spent waiting for the model (its JSON calls for rewrite and intent, and the
 stream's wait from request arrival to the first piece, as the server recorded it)
-subtracted. Every run is a fresh conversation, deleted afterwards.
+subtracted. With `--repeat N`, the KB questions asked N times each, alternately with no
+retrieval cache and with a fresh one (knowledge.result_cache): its hit rate and both p50s.
+Every run is a fresh conversation, deleted afterwards.
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ from itertools import cycle, islice
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
+
 from agentic_rag.llm import LLMConfig, build_llm
 from chat.models import Conversation, CurrencyRate, Trace
 from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
+from graphrag.search import graph_version
+from knowledge.result_cache import RetrievalCache
+from knowledge.retrieval import retrieve
 
 QUESTIONS = (
     "How does hybrid search fuse BM25 and vectors?",
@@ -139,12 +146,14 @@ def bench_agent(kb: Any, user: Any, agent_type: str, *, queries: int = 20) -> di
     }
 
 
-def bench_chat(kb: Any, user: Any, *, queries: int = 40, fake_llm: bool = False) -> dict[str, Any]:
+def bench_chat(kb: Any, user: Any, *, queries: int = 40, fake_llm: bool = False, repeat: int = 0) -> dict[str, Any]:
     """Measure the chat pipeline on kb as user; return the figures and the goals they meet."""
     runs = _Runs()
     try:
         report = _bench_extractive(kb, user, queries, runs)
         report.update(_bench_ask(kb, user, queries, runs))
+        if repeat > 0:
+            report.update(_bench_cache(kb, user, repeat, runs))
         if fake_llm:
             report.update(_bench_fake_llm(kb, user, queries, runs))
     finally:
@@ -193,6 +202,35 @@ def _bench_ask(kb: Any, user: Any, queries: int, runs: _Runs) -> dict[str, Any]:
         report[f"ask_{kind}_p50_ms"] = _p(50, [run.ms for _, run in timed])
         report[f"ask_{kind}_right"] = f"{sum(is_right(m, run.result) for m, run in timed)}/{len(timed)}"
     return report
+
+
+def _bench_cache(kb: Any, user: Any, repeat: int, runs: _Runs) -> dict[str, Any]:
+    """The KB questions asked `repeat` times each, every time once with no retrieval cache and
+    once through a fresh one, alternately (neither warms the machine for the other)."""
+    llm = build_llm(LLMConfig())
+    results = RetrievalCache(entries=max(settings.RETRIEVAL_CACHE_ENTRIES, len(QUESTIONS) * 4),
+                             ttl_s=settings.RETRIEVAL_CACHE_TTL_S, graph_version=graph_version)
+    uncached = _asker(kb, user, llm, runs, retriever=retrieve)
+    cached = _asker(kb, user, llm, runs, retriever=results.wrap(retrieve))
+    uncached(QUESTIONS[0])  # warm-up: dictionaries, the KB's index, the embedder
+    off: list[_Run] = []
+    on: list[_Run] = []
+    for question in [q for _ in range(repeat) for q in QUESTIONS]:
+        off.append(uncached(question))
+        on.append(cached(question))
+    stats = results.stats()
+    return {
+        "cache_repeat": repeat,
+        "cache_questions": len(on),
+        "cache_hits": stats.hits,
+        "cache_misses": stats.misses,
+        "cache_hit_rate": round(stats.hit_rate, 4),
+        "e2e_p50_ms_without_cache": _p(50, [run.ms for run in off]),
+        "e2e_p50_ms_with_cache": _p(50, [run.ms for run in on]),
+        "retrieve_p50_ms_without_cache": _stage_p50([run.result for run in off], "retrieve"),
+        "retrieve_p50_ms_with_cache": _stage_p50([run.result for run in on], "retrieve"),
+        "same_answers_with_cache": f"{sum(a.result.answer == b.result.answer for a, b in zip(off, on))}/{len(on)}",
+    }
 
 
 def _right_sum(message: str, result: ChatResult) -> bool:
@@ -261,7 +299,9 @@ class _Run:
     first_token_at: float | None  # time.monotonic() when the first_token event came
 
 
-def _asker(kb: Any, user: Any, llm: Any, runs: _Runs, *, cache: Any = None) -> Callable[[str], _Run]:
+def _asker(
+    kb: Any, user: Any, llm: Any, runs: _Runs, *, cache: Any = None, retriever: Any = None
+) -> Callable[[str], _Run]:
     def ask(message: str) -> _Run:
         first_token: list[float] = []
 
@@ -272,7 +312,7 @@ def _asker(kb: Any, user: Any, llm: Any, runs: _Runs, *, cache: Any = None) -> C
         started = time.monotonic()
         # No KB: the router picks one, as `manage.py ask` without --kb does.
         request = ChatRequest(user, None, message, ChatOptions(kb_slug=kb.slug if kb else None))
-        result = run_chat(request, emit=emit, llm=llm, cache=cache)
+        result = run_chat(request, emit=emit, llm=llm, cache=cache, retriever=retriever)
         runs.note(result)
         return _Run(result, (time.monotonic() - started) * 1000, started, first_token[0] if first_token else None)
 

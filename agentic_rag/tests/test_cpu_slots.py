@@ -71,3 +71,28 @@ def test_no_bound_lets_every_run_in():
     started = time.monotonic()
     assert all(event.wait(5) for event in entered) and time.monotonic() - started < 5
     release.set()
+
+
+def test_a_thread_serving_a_run_waits_on_a_model_in_the_runs_slot():
+    slots = CpuSlots(1)
+    other_in, other_done, back = threading.Event(), threading.Event(), threading.Event()
+
+    def node(owner_holds: bool) -> None:  # a chat node the run waits for, on a pool thread
+        with slots.serving(owner_holds):
+            with slots.lent():  # the model is thinking: the run's slot is free meanwhile
+                _hold(slots, other_in, other_done)
+                other_in.wait(5)
+            back.set()
+
+    with slots.held():
+        serving = threading.Thread(target=node, args=(slots.holds(),), daemon=True)
+        serving.start()
+        assert other_in.wait(5)  # another run computed while the node waited on its model
+        assert not back.wait(0.2)  # the node computes again only once the slot is back
+        other_done.set()
+        assert back.wait(5)
+        serving.join(5)
+    assert not slots.holds()
+    done = threading.Event()
+    _hold(slots, done, threading.Event())
+    assert done.wait(5)  # the one slot was given back, once

@@ -1,9 +1,9 @@
 """The chat pipeline declared as nodes, edges and branches, and its JSON export.
 
 The runner executes this declaration: nodes in edge order, nodes of one parallel group
-side by side, a node whose switch is off skipped, a node with a hard budget cut off when
-it runs over, and a branch taken only when its node reports the branch's shortcut. The UI
-draws its stage cards from `export_graph()`.
+side by side, a node whose switch is off skipped, a node with a hard budget or a timeout
+(chat.pipeline.timeouts) cut off when it runs over, and a branch taken only when its node
+reports the branch's shortcut. The UI draws its stage cards from `export_graph()`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ class Node:
     # on a model have one: their fallback is good enough to answer with, and a slow model must
     # not hold every question. Other budgets are targets the trace shows time against.
     hard_budget: bool = False
+    # What a node past its timeout (settings.CHAT_NODE_TIMEOUTS_S) degrades to, when that differs
+    # from on_error; a node with neither fails the run at its timeout.
+    on_timeout: str = ""
+
+    @property
+    def timeout_fallback(self) -> str:
+        return self.on_timeout or self.on_error
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,7 @@ def _node_dict(node: Node) -> dict[str, Any]:
         "budget_ms": node.budget_ms,
         "on_error": node.on_error,
         "hard_budget": node.hard_budget,
+        "on_timeout": node.timeout_fallback,
     }
     if node.parallel_group:
         data["parallel_group"] = node.parallel_group
@@ -108,9 +116,11 @@ CHAT_GRAPH = Graph(
         Node("intent", gettext_noop("Intent"), 3, 350, "understand", on_error="default KB intent", hard_budget=True),
         Node("guide", gettext_noop("Ambiguity guide"), 4, 5, on_error="continue"),
         Node("system", gettext_noop("System direct"), 5, 5, on_error="continue"),
-        Node("retrieve", gettext_noop("KB ∥ Tools"), 6, 2000, on_error="empty evidence"),
+        Node("retrieve", gettext_noop("KB ∥ Tools"), 6, 2000, on_error="empty evidence",
+             on_timeout="not found (shortcut C)"),
         Node("prompt", gettext_noop("Prompt"), 7, 50),
-        Node("generate", gettext_noop("Stream"), 8, 800),
+        Node("generate", gettext_noop("Stream"), 8, 800,
+             on_timeout="the answer streamed so far, else the extractive reader's"),
     ),
     edges=(
         Edge(START, "memory"),

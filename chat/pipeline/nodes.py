@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from agentic_rag.db_threads import DatabaseThreadPool
-from agentic_rag.llm import ModelRouter
+from agentic_rag.llm import LLMConfig, ModelRouter, build_llm
 from chat import clarifier, memory
 from chat.clarifier_lookups import ReadableLibrary
 from chat.facts import RecalledFact, fact_evidence, recall_facts
@@ -36,6 +36,7 @@ from .rewrite import rewrite_query, unchanged
 from .run import ChatRun, Outcome
 from .state import EvidenceItem, Turn
 from .store import load_turns
+from .timeouts import may_leave_thread, node_timeout_s, wait_for
 from .tools import AgentTools, ToolContext, ToolResult, run_calls
 
 logger = logging.getLogger("chat.pipeline")
@@ -43,6 +44,8 @@ logger = logging.getLogger("chat.pipeline")
 POOL = DatabaseThreadPool(max_workers=8, thread_name_prefix="chat-stage")
 HISTORY_TURN_CHARS = 1000
 SEARCH_FAILED = "the search failed"
+SEARCH_TIMED_OUT = "the search ran out of time"
+ANSWER_TIMED_OUT = "the answer ran over its time; it ends where the model was cut off"
 STOPPED_MID_ANSWER = "the language model stopped mid-answer; the rest is quoted from the sources"
 
 
@@ -152,7 +155,7 @@ def _retrieve(run: ChatRun) -> Outcome:
     calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools and not agent_calls_tools else []
     ctx = contextvars.copy_context()
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
-    search = _search(run, plan) if plan and (run.intent.wants_kb or not calls) else stages.KbSearch()
+    search, late = _search_in_time(run, plan) if plan and (run.intent.wants_kb or not calls) else (stages.KbSearch(), ())
     tool_results = [*(pending.result() if pending else []), *search.tool_results]
     _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
@@ -161,8 +164,8 @@ def _retrieve(run: ChatRun) -> Outcome:
     evidence += fact_evidence(run.facts, len(evidence) + 1)  # what the user told us, cited as MEMORY
     found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence,
                              "incomplete": "; ".join(search.incomplete), "search_warnings": search.warnings}
-    events = _evidence_events(tool_results, evidence, search.reason)
-    status = StageStatus.FAILED if search.reason == SEARCH_FAILED else StageStatus.DONE
+    events = (*late, *_evidence_events(tool_results, evidence, search.reason))
+    status = StageStatus.FAILED if search.reason in (SEARCH_FAILED, SEARCH_TIMED_OUT) else StageStatus.DONE
     if run.kb is None and not tool_results and getattr(c.llm, "has_model", False):
         # A general question (no KB routed, no tool): the model answers from general knowledge.
         return Outcome(StageStatus.DONE, "general question: the model answers without sources", found=found, events=events)
@@ -207,6 +210,26 @@ def _plan(run: ChatRun) -> list[RagRunSpec]:
     return plan_for(run.kb.slug, agent_type, run.rewrite.queries or (run.message,))
 
 
+def _search_in_time(run: ChatRun, plan: list[RagRunSpec]) -> tuple[stages.KbSearch, tuple[tuple[str, dict], ...]]:
+    """The KB search (its workers, agents, graph) within its timeout, and a `timeout` event when it
+    ran out: then nothing comes from the KB, and the tools' results, which ran alongside, stand."""
+    timeout_s = node_timeout_s("search")
+    started = run.recorder.elapsed_ms()
+    waited = wait_for(lambda: _search(run, plan), scope="search", timeout_s=timeout_s, apart=may_leave_thread(),
+                      on_timeout=run.abandon)
+    if waited.value is not None:
+        if waited.timed_out:  # on this thread (inside a transaction): it could only be noted
+            waited.value.warnings.append(f"the KB search ran over its {timeout_s:g} s timeout")
+        return waited.value, ()
+    fallback = "the tools' results alone"
+    logger.warning("KB search timed out after %s s, continuing with %s", timeout_s, fallback)
+    run.recorder.add("kb", "retrieval", start_ms=started, ms=round(waited.ms, 3), status="degraded",
+                     error=f"timed out after {timeout_s:g} s; continuing with {fallback}")
+    search = stages.KbSearch(reason=SEARCH_TIMED_OUT, warnings=[f"the KB search timed out after {timeout_s:g} s"])
+    event = {"node": "search", "timeout_ms": round(waited.ms), "fallback": fallback}
+    return search, (("timeout", event),)
+
+
 def _search(run: ChatRun, plan: list[RagRunSpec]) -> stages.KbSearch:
     """Search the KB; a failing search is empty (the chat answers "not found"), its span says why."""
     with run.recorder.span("kb", "retrieval", input=[q for spec in plan for q in spec.queries]) as span:
@@ -244,6 +267,8 @@ def _worker_events(run: ChatRun) -> Callable[[str, dict[str, Any]], None]:
     """What a multi-round worker reports (its thinking, each round) goes out as events and spans."""
 
     def report(kind: str, data: dict[str, Any]) -> None:
+        if run.is_abandoned():  # a search past its timeout: the run has moved on
+            return
         run.agent_steps.append({"type": kind, **data})
         run.emit(kind, "kb", **data)
         name = f"kb.{kind}" + (f".{data['round']}" if "round" in data else "")
@@ -272,7 +297,7 @@ def _record_retrieval_spans(run: ChatRun, start_ms: float, search: stages.KbSear
 
 def _call_tools(run: ChatRun, calls: list) -> list[ToolResult]:
     context = ToolContext(user=run.conversation.user, kb=run.kb)
-    results = run_calls(run.collaborators.tools, calls, context, timeout_s=settings.CHAT_TOOL_TIMEOUT_S)
+    results = run_calls(run.collaborators.tools, calls, context, timeout_s=node_timeout_s("tools") or settings.CHAT_TOOL_TIMEOUT_S)
     _record_tool_spans(run, results)
     return results
 
@@ -317,6 +342,8 @@ def _generate(run: ChatRun) -> Outcome:
     with run.recorder.span("llm", "llm", input=run.prompt.as_text()) as span:
         try:
             for piece in stream:
+                if run.is_abandoned():  # past the node's timeout: the runner has answered without it
+                    break
                 if run.is_cancelled():
                     run.status = TraceStatus.CANCELLED
                     span.status = "cancelled"
@@ -324,7 +351,8 @@ def _generate(run: ChatRun) -> Outcome:
                 run.deliver(piece)
         finally:
             _close(stream)
-            run.provider = getattr(stream, "provider", "")
+            if not run.is_abandoned():
+                run.provider = getattr(stream, "provider", "")
             span.output = "".join(run.pieces)
     tries = len(getattr(stream, "attempts", ()))
     detail = f"{run.provider or 'llm'} · {len(run.pieces)} pieces" + (f" · {tries} attempts" if tries > 1 else "")
@@ -389,6 +417,35 @@ DEGRADES: dict[str, Callable[[ChatRun, Exception], Outcome]] = {
     "guide": _degrade_check,
     "system": _degrade_check,
     "retrieve": _degrade_retrieve,
+}
+
+
+def _generate_timed_out(run: ChatRun, error: Exception) -> Outcome:
+    """The answer past its timeout: what streamed stands (partial), or the extractive reader answers."""
+    if run.pieces:
+        why = "; ".join(filter(None, [run.incomplete, ANSWER_TIMED_OUT]))
+        return Outcome(StageStatus.FAILED, f"kept the {len(run.pieces)} pieces streamed: {error}",
+                       found={"incomplete": why})
+    assert run.prompt is not None
+    stream = stages.open_stream(run.prompt, extractive_reader(run.collaborators.llm),
+                                max_tokens=run.options.max_answer_tokens)
+    try:
+        for piece in stream:
+            run.deliver(piece)
+    finally:
+        _close(stream)
+    return Outcome(StageStatus.FAILED, f"the extractive reader answered: {error}", found={"provider": "extractive"})
+
+
+def extractive_reader(llm: Any) -> Any:
+    """The offline reader that quotes the evidence: the router's own, or a router of it alone."""
+    return llm.extractive_only() if isinstance(llm, ModelRouter) else build_llm(LLMConfig())
+
+
+# Timeouts that degrade where a failure does not: a model that errs fails the answer (the
+# router already fell back), one that is still talking at the timeout leaves what it said.
+TIMEOUT_DEGRADES: dict[str, Callable[[ChatRun, Exception], Outcome]] = {
+    "generate": _generate_timed_out,
 }
 
 

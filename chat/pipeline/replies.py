@@ -78,6 +78,7 @@ _REASONS_ZH = {
     "nothing in the knowledge base matches the query": "没有与问题匹配的内容",
     "no passage passed the quality gate": "没有段落通过质量门槛",
     "the search failed": "检索出错",
+    "the search ran out of time": "检索超时",
     "no passage holds enough of the question's words": "找到的段落与问题关系太弱",
 }
 

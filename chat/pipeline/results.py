@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentic_rag.background import dispatch
@@ -15,13 +15,18 @@ from chat.models import Shortcut, TraceStatus
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 
-from .citations import Citation, check_citations, display_answer
+from .citations import Citation, check_citations, display_answer, find_citations
 from .graph import CHAT_GRAPH
 from .options import ChatResult, StageStatus, StageTiming, intent_label
 from .run import ChatRun
+from .state import EvidenceItem
 from .store import Exchange, save_exchange
+from .timeouts import node_timeout_s, wait_for
 
 logger = logging.getLogger("chat.pipeline")
+
+VERIFY_TIMED_OUT = "the check ran out of time"
+VERIFY_FALLBACK = "citations shown unverified"
 
 # Parallel stages end in any order; results list them in the graph's.
 _ORDER = {node.id: index for index, node in enumerate(CHAT_GRAPH.nodes)}
@@ -87,12 +92,30 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
     if not (run.options.enable_source_citation and run.evidence and raw):
         return []
     started = run.recorder.elapsed_ms()
-    citations = check_citations(raw, run.evidence, run.message, tokenize=analyze, expand=expand_query)
+    timeout_s = node_timeout_s("verify")
+    waited = wait_for(lambda: check_citations(raw, run.evidence, run.message, tokenize=analyze, expand=expand_query),
+                      scope="verify", timeout_s=timeout_s, apart=timeout_s is not None, on_timeout=run.abandon)
+    citations = waited.value
+    if citations is None:  # past its timeout: the citations are shown, none of them as verified
+        citations = unverified_citations(raw, run.evidence, VERIFY_TIMED_OUT)
+        run.emit("timeout", "verify", waited.ms, node="verify", timeout_ms=round(waited.ms), fallback=VERIFY_FALLBACK)
     failed = sum(not c.verified for c in citations)
     run.recorder.add("verify", "stage", start_ms=started, ms=round(run.recorder.elapsed_ms() - started, 3),
                      output=[c.as_verification() for c in citations], status="failed" if failed else "ok",
                      error=f"{failed} quote(s) not found in their source" if failed else "")
     return citations
+
+
+def unverified_citations(answer: str, evidence: Sequence[EvidenceItem], reason: str) -> list[Citation]:
+    """The answer's citations resolved to their evidence, each unverified for `reason`."""
+    by_n = {item.n: item for item in evidence}
+    citations: dict[tuple[int, str], Citation] = {}
+    for cited in find_citations(answer):
+        item = by_n.get(cited.n)
+        where = (item.doc, item.chunk_id, item.source, item.section) if item else ()
+        why = reason if item else f"no evidence [{cited.n}]"
+        citations.setdefault((cited.n, cited.quote), Citation(cited.n, cited.quote, False, why, cited.sentence, *where))
+    return list(citations.values())
 
 
 def _store(

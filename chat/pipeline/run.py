@@ -23,6 +23,7 @@ from .prompt import Prompt
 from .rewrite import Rewrite, unchanged
 from .state import EvidenceItem, Turn
 from .store import Admitted
+from .timeouts import current_scopes
 from .tools import ToolChannel, ToolResult
 
 logger = logging.getLogger("chat.pipeline")
@@ -89,6 +90,7 @@ class ChatRun:
         self._cancelled = cancelled
         self._lock = threading.Lock()
         self._is_client_gone = False
+        self._abandoned: set[str] = set()  # nodes and steps the run stopped waiting for (timeouts)
 
     def emit(self, type: str, stage: str = "", ms: float = 0.0, /, **data: Any) -> None:
         """Send an event (one at a time, whichever thread calls); a failing receiver cancels the run.
@@ -97,6 +99,8 @@ class ChatRun:
         """
         event = PipelineEvent(type, stage, round(ms, 3), data)
         with self._lock:
+            if self._is_abandoned_here():
+                return  # a node cut off at its timeout, still running: the run has moved on
             self.events.append(event)
             if self._is_client_gone:
                 return
@@ -109,12 +113,27 @@ class ChatRun:
     def is_cancelled(self) -> bool:
         return self._is_client_gone or self._cancelled()
 
+    def abandon(self, scope: str) -> None:
+        """Stop taking anything from the work of `scope` (a node or step past its timeout)."""
+        with self._lock:
+            self._abandoned.add(scope)
+
+    def is_abandoned(self) -> bool:
+        """Whether the calling thread works for a node or step the run stopped waiting for."""
+        with self._lock:
+            return self._is_abandoned_here()
+
+    def _is_abandoned_here(self) -> bool:
+        return bool(self._abandoned) and any(scope in self._abandoned for scope in current_scopes())
+
     @property
     def is_stopped(self) -> bool:
         return bool(self.shortcut) or self.status != TraceStatus.DONE
 
     def deliver(self, piece: str) -> None:
         """Stream one piece of the answer to the client."""
+        if self.is_abandoned():
+            return
         if self.first_token_ms is None:
             self.first_token_ms = self.recorder.elapsed_ms()
             self.emit("first_token", "generate", self.first_token_ms)

@@ -1,21 +1,22 @@
 """Run one chat request through the declared graph: events out, spans and the trace stored.
 
 Each node is a handler that calls its stage and returns what it found; the runner applies
-it to the `ChatRun`. A node that fails, or runs over a hard budget, degrades as its
-declaration says and the run goes on: a slow model or a broken stage costs quality, not
-the answer. A failure of prompt assembly or generation ends the run with an `error`
-event, keeping what was streamed as a partial message.
+it to the `ChatRun`. A node that fails, or runs over its timeout (settings.CHAT_NODE_TIMEOUTS_S,
+chat.pipeline.timeouts), degrades as its declaration says and the run goes on: a slow model
+or a broken stage costs quality, not the answer. A timeout is told in a `timeout` event and
+the node's stage_end ({node, timeout_ms, fallback}). A failure of prompt assembly or
+generation ends the run with an `error` event, keeping what was streamed as a partial message.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -25,16 +26,17 @@ from agentic_rag.cpu_slots import chat_slots
 from agentic_rag.llm import LLMError, LLMStreamInterrupted, RequestBudget, get_llm
 from agentic_rag.tracing import trace_context
 from chat.models import TraceStatus
-from knowledge.retrieval import retrieve
 
 from . import stages
 from .collaborators import Cache
 from .graph import CHAT_GRAPH, Graph, Node
-from .nodes import DEGRADES, HANDLERS, POOL
+from .nodes import DEGRADES, HANDLERS, POOL, TIMEOUT_DEGRADES
 from .options import ChatRequest, ChatResult, StageStatus, StageTiming
+from .retrieval_cache import cached_retrieve
 from .results import finish, fold_events, route_event, route_of
 from .run import ChatRun, Collaborators, Emit, Outcome
 from .store import Admitted, admit
+from .timeouts import NODE_POOL, may_leave_thread, node_timeout_s, submit
 from .tools import ToolChannel, get_tool_channel
 
 logger = logging.getLogger("chat.pipeline")
@@ -63,7 +65,7 @@ def default_collaborators(
     """The given collaborators, the process's own for those not given."""
     return Collaborators(
         llm=get_llm() if llm is None else llm,
-        retriever=retrieve if retriever is None else retriever,
+        retriever=cached_retrieve if retriever is None else retriever,
         tools=get_tool_channel() if tools is None else tools,
         cache=django_cache if cache is None else cache,
     )
@@ -117,7 +119,7 @@ def execute(run: ChatRun, graph: Graph) -> None:
 
 
 class OverBudget(TimeoutError):
-    """A stage with a hard budget did not finish within it."""
+    """A node did not finish within its hard budget or timeout."""
 
 
 @dataclass(frozen=True)
@@ -126,24 +128,45 @@ class _Attempt:
     error: Exception | None
     start_ms: float
     ms: float
+    note: str = ""  # a node that could not be cut off (it ran inline) and ran over its timeout
 
 
 def _run_step(run: ChatRun, graph: Graph, step: tuple[Node, ...]) -> list[Outcome]:
     """Run a step's nodes, side by side when there are several; accept each in graph order.
 
-    A node with a hard budget runs on the pool even alone, so the run can stop waiting for it;
-    a node whose switch is off does not run at all.
+    A node with a hard budget or a timeout runs on a pool even alone, so the run can stop
+    waiting for it; a node whose switch is off does not run at all.
     """
     running = [node for node in step if not _is_switched_off(run, node)]
     for node in running:
         run.emit("stage_start", node.id, label=node.label, number=node.stage)
     started = time.perf_counter()
-    if len(running) == 1 and not running[0].hard_budget:
-        attempts = {running[0].id: _attempt(run, running[0])}
+    if len(running) == 1 and not _runs_apart(running[0]):
+        attempts = {running[0].id: _attempt_inline(run, running[0])}
     else:
-        futures = [POOL.submit(contextvars.copy_context().run, _attempt, run, node) for node in running]
+        # The model stages (rewrite ∥ intent) on the stages' pool, as they always ran; the
+        # others on the nodes' own, where they may submit to the stages' pool themselves.
+        # Side by side, each waiting on a model, they would each lend the run's one CPU slot.
+        model_stages = all(node.hard_budget for node in running)
+        pool = POOL if model_stages else NODE_POOL
+        futures = [submit(partial(_attempt, run, node), node.id, pool, serving=not model_stages) for node in running]
         attempts = {node.id: _wait(run, node, future, started) for node, future in zip(running, futures, strict=True)}
     return [_accept(run, graph, node, attempts.get(node.id) or _switched_off(run, node)) for node in step]
+
+
+def _runs_apart(node: Node) -> bool:
+    """Whether the node runs on a pool thread the run can stop waiting for (chat.pipeline.timeouts)."""
+    return stage_budget_ms(node) is not None and (node.hard_budget or may_leave_thread())
+
+
+def _attempt_inline(run: ChatRun, node: Node) -> _Attempt:
+    """The node on this thread; past its timeout it is only noted (it could not be cut off)."""
+    attempt = _attempt(run, node)
+    budget_ms = stage_budget_ms(node)
+    if budget_ms is None or attempt.ms <= budget_ms:
+        return attempt
+    logger.warning("stage %s ran %.0f ms, over its %d ms timeout, on the caller's thread", node.id, attempt.ms, budget_ms)
+    return replace(attempt, note=f"ran over its {budget_ms} ms timeout (inline: it could not be cut off)")
 
 
 def _switched_off(run: ChatRun, node: Node) -> _Attempt:
@@ -168,10 +191,12 @@ def _wait(run: ChatRun, node: Node, future: Future, started: float) -> _Attempt:
     try:
         return future.result(timeout=left_s)
     except FutureTimeout:
-        # The thread cannot be stopped; what it finds later is dropped, as its Outcome is never applied.
+        # The thread cannot be stopped; what it finds later is dropped, as its Outcome is never
+        # applied, and so is what it emits or streams (ChatRun.abandon).
         future.cancel()
+        run.abandon(node.id)
         budget = getattr(run.collaborators.llm, "budget", None)
-        if budget is not None:
+        if budget is not None and node.hard_budget:
             # Only stages that wait on a model have a hard budget: that model is late, which
             # counts as its first failure in this request.
             budget.note_failure(f"{node.id}: no model reply within its {budget_ms} ms budget")
@@ -180,10 +205,11 @@ def _wait(run: ChatRun, node: Node, future: Future, started: float) -> _Attempt:
 
 
 def stage_budget_ms(node: Node) -> int | None:
-    """The node's hard budget, as the settings may override it; None when it has none."""
-    if not node.hard_budget:
-        return None
-    return settings.CHAT_STAGE_BUDGETS_MS.get(node.id, node.budget_ms)
+    """The node's timeout in ms (settings.CHAT_NODE_TIMEOUTS_S, or its hard budget); None when it has none."""
+    seconds = node_timeout_s(node.id)
+    if seconds is None:
+        return node.budget_ms if node.hard_budget else None
+    return round(seconds * 1000)
 
 
 def _is_switched_off(run: ChatRun, node: Node) -> bool:
@@ -193,14 +219,18 @@ def _is_switched_off(run: ChatRun, node: Node) -> bool:
 def _accept(run: ChatRun, graph: Graph, node: Node, attempt: _Attempt) -> Outcome:
     """Degrade a failed node, apply what it found, send its events, span and stage_end."""
     outcome, error, status = attempt.outcome, attempt.error, ""
+    timed_out = isinstance(error, OverBudget)
     if error is not None:
-        if node.id not in DEGRADES:
+        degrade = (TIMEOUT_DEGRADES.get(node.id) if timed_out else None) or DEGRADES.get(node.id)
+        if degrade is None:
             run.recorder.add(node.id, "stage", start_ms=attempt.start_ms, ms=round(attempt.ms, 3), status="failed",
                              error=f"{type(error).__name__}: {error}")
             raise error
-        logger.warning("stage %s failed, degrading to %s: %s", node.id, node.on_error, error,
-                       exc_info=not isinstance(error, OverBudget))
-        outcome, status = DEGRADES[node.id](run, error), "degraded"
+        fallback = node.timeout_fallback if timed_out else node.on_error
+        logger.warning("stage %s failed, degrading to %s: %s", node.id, fallback, error, exc_info=not timed_out)
+        outcome, status = degrade(run, error), "degraded"
+        if timed_out:
+            run.emit("timeout", node.id, attempt.ms, node=node.id, timeout_ms=round(attempt.ms), fallback=fallback)
     assert outcome is not None
     if outcome.shortcut and not graph.has_branch(node.id, outcome.shortcut):
         raise ValueError(f"stage {node.id} took shortcut {outcome.shortcut!r}, which the graph does not declare")
@@ -213,13 +243,14 @@ def _accept(run: ChatRun, graph: Graph, node: Node, attempt: _Attempt) -> Outcom
     span_status = status or {"done": "ok", "shortcut": "ok", "skipped": "skipped"}.get(outcome.status, "failed")
     run.recorder.add(node.id, "stage", start_ms=attempt.start_ms, ms=round(attempt.ms, 3),
                      output=f"{outcome.status}: {outcome.detail}", status=span_status,
-                     error=str(error) if error else "")
-    _stage_end(run, node, outcome, attempt.ms)
+                     error="; ".join(filter(None, [str(error) if error else "", attempt.note])))
+    timeout = {"timed_out": True, "fallback": node.timeout_fallback} if timed_out else {}
+    _stage_end(run, node, outcome, attempt.ms, **timeout)
     return outcome
 
 
-def _stage_end(run: ChatRun, node: Node, outcome: Outcome, ms: float) -> None:
-    data: dict[str, Any] = {"status": outcome.status, "detail": outcome.detail}
+def _stage_end(run: ChatRun, node: Node, outcome: Outcome, ms: float, **more: Any) -> None:
+    data: dict[str, Any] = {"status": outcome.status, "detail": outcome.detail, **more}
     if outcome.shortcut:
         data["shortcut"] = outcome.shortcut
     run.stages.append(StageTiming(node.id, round(ms, 3), outcome.status, outcome.detail))
@@ -242,6 +273,8 @@ def _fail(run: ChatRun, error: Exception) -> None:
     run.error = str(error) or type(error).__name__
     if isinstance(error, LLMStreamInterrupted):
         run.error_code = "llm_interrupted"
+    elif isinstance(error, OverBudget):
+        run.error_code = "timeout"
     else:
         run.error_code = "llm_error" if isinstance(error, LLMError) else "internal"
     logger.error("chat failed (%s): %s", run.error_code, run.error, exc_info=not isinstance(error, LLMError))

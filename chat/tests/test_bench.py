@@ -34,6 +34,21 @@ def test_it_measures_the_chat_pipeline_and_cleans_up(docs_kb):
     assert {kind: report[f"ask_{kind}_right"] for kind in tools_and_greetings} == dict.fromkeys(tools_and_greetings, "3/3")
 
 
+def test_it_reports_the_retrieval_cache_on_repeated_questions(docs_kb):
+    out = io.StringIO()
+
+    call_command("bench", "chat", "--kb", "alice-kb", "--queries", "1", "--repeat", "3", "--json", stdout=out)
+
+    report = json.loads(out.getvalue())
+    asked = report["cache_questions"]
+    assert report["cache_repeat"] == 3 and asked == 3 * 8
+    # Every question's first asking misses; its two repeats hit (a rewrite may search more than once).
+    assert report["cache_hits"] == 2 * report["cache_misses"] and report["cache_hit_rate"] == pytest.approx(2 / 3, abs=0.01)
+    assert report["retrieve_p50_ms_with_cache"] > 0 and report["e2e_p50_ms_without_cache"] > 0  # (timed on a real KB)
+    assert report["same_answers_with_cache"] == f"{asked}/{asked}"
+    assert not Conversation.objects.exists() and not Trace.objects.exists()
+
+
 @pytest.mark.parametrize(("verbosity", "logged"), [(1, False), (2, True)])
 def test_it_keeps_each_requests_log_lines_out_of_its_report_unless_asked(docs_kb, caplog, verbosity, logged):
     caplog.set_level(logging.INFO)

@@ -1,5 +1,5 @@
 """manage.py bench ingest PATH --kb SLUG | bench retrieval --chunks N [--delta] | bench corpus --squad FILE --out DIR
-| bench chat --kb SLUG [--queries N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
+| bench chat --kb SLUG [--queries N] [--repeat N] [--fake-llm] [--agent TYPE] | bench document-chat --kb SLUG [--runs N]
 | bench load [--sessions N] [--servers N | --url URL ...] | bench dead-model --kb SLUG [--questions N]
 | bench pages --kb SLUG [--runs N] [--load N [--rounds N] | --hostile-messages]
 | bench global --data DIR [--corpus podcast|msft] [--transcripts N] [--questions N]"""
@@ -68,6 +68,8 @@ class Command(BaseCommand):
         chat = sub.add_parser("chat", help="time the chat pipeline on a KB (extractive; --fake-llm adds a streaming model)")
         chat.add_argument("--kb", required=True, metavar="SLUG")
         chat.add_argument("--queries", type=int, default=40, metavar="N", help="runs per measurement")
+        chat.add_argument("--repeat", type=int, default=0, metavar="N",
+                          help="also ask the KB questions N times each, with and without the retrieval cache")
         chat.add_argument("--fake-llm", action="store_true", help="also measure the pipeline's own time to first token")
         chat.add_argument("--agent", metavar="TYPE", help="time this worker type on compound questions instead")
         chat.add_argument("--json", action="store_true")
@@ -136,7 +138,8 @@ class Command(BaseCommand):
                 elif options["agent"]:
                     report = bench_agent(kb, kb.owner, options["agent"], queries=options["queries"])
                 else:
-                    report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"])
+                    report = bench_chat(kb, kb.owner, queries=options["queries"], fake_llm=options["fake_llm"],
+                                        repeat=options["repeat"])
             self._print(report, as_json=options["json"])
             return
         if options["target"] == "pages":
