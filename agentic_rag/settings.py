@@ -466,8 +466,9 @@ CHAT_WORKER_TIMEOUT_S = CHAT_NODE_TIMEOUTS_S["workers"]
 CHAT_AGENT_MODEL_TIMEOUT_S = CHAT_NODE_TIMEOUTS_S["agent_model"]
 # Retrieval results (knowledge.result_cache) are cached per (KB, its content and graph version,
 # query, every parameter): at most RETRIEVAL_CACHE_ENTRIES in each process (0: no cache), and
-# in the Django cache too when it is shared (Redis), for RETRIEVAL_CACHE_TTL_S seconds.
-RETRIEVAL_CACHE_ENTRIES = envint("RETRIEVAL_CACHE_ENTRIES", "512")
+# in the Django cache too when it is shared (Redis), for RETRIEVAL_CACHE_TTL_S seconds. An entry
+# keeps the whole result, legs included: 100-130 KB on the docs KB, so 128 take about 15 MB.
+RETRIEVAL_CACHE_ENTRIES = envint("RETRIEVAL_CACHE_ENTRIES", "128")
 RETRIEVAL_CACHE_TTL_S = envint("RETRIEVAL_CACHE_TTL_S", "3600")
 # Rate limits of /api/chat, /api/chat/stream, the send view and the websocket (requests per
 # second; 0 switches a level off): a global token bucket, sliding windows per user and session.
