@@ -24,8 +24,8 @@ from evaluation.datasets import DatasetError, import_dataset
 from evaluation.multidoc import bridge_dataset
 from graphrag.build import build_graph
 from graphrag.stats import graph_stats
-from knowledge.models import KnowledgeBase
 from knowledge.management.commands.ingest import _owner
+from knowledge.models import KnowledgeBase
 
 
 class Command(BaseCommand):
