@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentic_rag.llm import LLMConfig, build_llm
-from chat.models import Trace
+from chat.models import Message, Trace
 from chat.pipeline import ChatOptions, ChatRequest, run_chat
 from chat.pipeline import results as results_module
 from chat.pipeline.nodes import HANDLERS
@@ -174,3 +174,20 @@ def test_every_node_that_waits_has_a_timeout_from_the_settings():
     for name in ("memory", "rewrite", "intent", "search", "tools", "workers", "agent_model", "retrieve",
                  "generate", "verify"):
         assert node_timeout_s(name) and node_timeout_s(name) > 0, name
+
+
+@pytest.mark.django_db  # inside the test's transaction: the search must see its uncommitted KB
+def test_inside_a_transaction_a_slow_search_stays_on_its_thread_and_its_overrun_is_noted(
+    docs_kb, alice, extractive, events, settings
+):
+    timeouts(settings, search=0.1)
+
+    def slow_search(query, kb, params=RetrievalParams(), **kwargs):
+        time.sleep(0.3)
+        return retrieve(query, kb, params)
+
+    result = ask(alice, events, llm=extractive, retriever=slow_search)
+
+    assert result.status == "done" and result.citations and not events.of("timeout")
+    debug = Message.objects.get(pk=result.message_id).debug
+    assert "the KB search ran over its 0.1 s timeout" in debug["warnings"]
