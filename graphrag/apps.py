@@ -12,13 +12,14 @@ class GraphragConfig(AppConfig):
         from django.db.models.signals import post_delete
 
         from knowledge.models import Document
-        from knowledge.retrieval import register_leg
+        from knowledge.retrieval import register_leg, register_links
         from knowledge.signals import document_ingested
 
-        from .search import chunk_hits
+        from .search import chunk_hits, linked_documents
         from .tasks import schedule_graph_build
 
         register_leg("graph", chunk_hits)
+        register_links("graph", linked_documents)
 
         def on_ingested(sender, document, **kwargs) -> None:
             schedule_graph_build(document.kb_id)

@@ -34,6 +34,7 @@ from .extraction import CO_OCCURS, PART_OF, Extraction, Mention, TermDictionary,
 from .llm_extraction import estimate_tokens
 from .models import Community, Entity, EntityType, GraphBuild, GraphDocument, Relation
 from .models import Mention as MentionRow
+from .titles import document_titles, title_line
 
 Extractor = Callable[[str, TermDictionary], Extraction]
 Progress = Callable[[int, str], None]
@@ -90,6 +91,9 @@ def kb_dictionary(kb: KnowledgeBase) -> TermDictionary:
     headings = set(chunks.exclude(section_title="").values_list("section_title", flat=True).distinct())
     headings |= set(chunks.exclude(chapter_level_2="").values_list("chapter_level_2", flat=True).distinct())
     tags = {tag for row in chunks.children().values_list("tags", flat=True)[:20000] for tag in row or ()}
+    # A plain-text article's title line names it as a heading would: another article that
+    # writes it mentions the title's entity (graphrag.titles).
+    headings |= {title.title for title in document_titles(kb).values() if not title.from_heading}
     return dictionary_for(headings, tags)
 
 
@@ -184,6 +188,15 @@ def _chunk_sections(document: Document) -> dict[int, tuple[str, ...]]:
     return {chunk_id: tuple(dict.fromkeys(t.strip() for t in titles if t and t.strip())) for chunk_id, *titles in rows}
 
 
+def _titled_sections(sections: dict[int, tuple[str, ...]], rows: Sequence[tuple[int, str]]) -> dict[int, tuple[str, ...]]:
+    """A document without headings whose text starts with a title line: that line is the
+    section of each of its chunks, as a first heading would be."""
+    if any(sections.values()) or not rows:
+        return sections
+    title = title_line(rows[0][1])
+    return {chunk_id: (title,) for chunk_id, _ in rows} if title else sections
+
+
 def with_sections(extraction: Extraction, path: Sequence[str]) -> Extraction:
     """The chunk's extraction plus the sections it sits in: a section entity each (mentioned
     by the chunk), each section `part_of` the one above it."""
@@ -224,7 +237,7 @@ def _read_documents(kb, documents, chunk_rows, extractor, report, on_progress) -
     for number, document in enumerate(documents, 1):
         at_batch_boundary()
         step = time.perf_counter()
-        sections = _chunk_sections(document)
+        sections = _titled_sections(_chunk_sections(document), chunk_rows.get(document.id, []))
         extractions = [
             (chunk_id, with_sections(extractor(text, dictionary), sections.get(chunk_id, ())))
             for chunk_id, text in chunk_rows.get(document.id, [])

@@ -8,6 +8,8 @@ build changes it, so a query costs a few array operations, not a walk over the O
 - `personalised_pagerank`: HippoRAG-style random walk with restart over entities ↔ chunks,
   seeded at the question's entities (rarer entities weigh more). It scores chunks that are
   one or two hops away from what the question names: the graph leg of `retrieve()`.
+- `linked_documents`: the documents whose titles (graphrag.titles) a ranking's best documents
+  mention; hybrid+graph moves them up behind its strongest hits.
 - `local_search`: matched entities, their strongest neighbours and relations, their chunks.
 - `global_search` / `global_answer`: the question mapped over the best community reports, the
   partial answers reduced into one cited answer (map_reduce.py); `choose_communities` picks the
@@ -33,10 +35,11 @@ from knowledge.analysis import analyze
 from knowledge.models import KnowledgeBase
 
 from .disambiguation import DisambiguationParams, EntityIndex, link, name_vectors
-from .extraction import TermDictionary, find_mentions
+from .extraction import TermDictionary, find_mentions, normalise
 from .map_reduce import GlobalAnswer, GlobalParams, Point, map_reports, reduce_partials
 from .models import Community, Entity, GraphDocument, Mention, Relation
 from .reports import load_reports, question_passages
+from .titles import document_titles
 
 
 @dataclass
@@ -57,6 +60,10 @@ class GraphIndex:
     dictionary: TermDictionary
     entities: EntityIndex
     key_row: dict[str, int] = field(default_factory=dict)
+    # Entity rows that are the title of exactly one document: (that document, its first chunk).
+    titled: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # Per document: the rows of the other documents' titles it mentions.
+    titles_named_by: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -92,12 +99,12 @@ def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
     rows = list(Entity.objects.filter(kb=kb).values_list("id", "key", "name", "aliases", "mention_count", "type", "embedding"))
     entity_ids = np.array([r[0] for r in rows], dtype=np.int64)
     row_of_entity = {entity_id: i for i, entity_id in enumerate(entity_ids.tolist())}
-    mentions = list(Mention.objects.filter(entity__kb=kb).values_list("entity_id", "chunk_id", "count"))
-    chunk_ids = np.array(sorted({c for _, c, _ in mentions}), dtype=np.int64)
+    mentions = list(Mention.objects.filter(entity__kb=kb).values_list("entity_id", "chunk_id", "count", "document_id"))
+    chunk_ids = np.array(sorted({c for _, c, _, _ in mentions}), dtype=np.int64)
     row_of_chunk = {chunk_id: len(rows) + i for i, chunk_id in enumerate(chunk_ids.tolist())}
     weights: dict[tuple[int, int], float] = defaultdict(float)
     chunks_per_entity = np.zeros(len(rows))
-    for entity_id, chunk_id, count in mentions:
+    for entity_id, chunk_id, count, _ in mentions:
         e, c = row_of_entity[entity_id], row_of_chunk[chunk_id]
         weights[(e, c)] += 1.0 + math.log(count)
         weights[(c, e)] += 1.0 + math.log(count)
@@ -119,6 +126,8 @@ def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
     values = np.fromiter(weights.values(), dtype=np.float64, count=len(weights))
     out = np.bincount(pairs[:, 0], weights=values, minlength=len(rows) + len(chunk_ids)) if len(values) else np.zeros(1)
     probabilities = values / out[pairs[:, 0]] if len(values) else values
+    key_row = {r[1]: i for i, r in enumerate(rows)}
+    titled, titles_named_by = _title_links(kb, key_row, [(row_of_entity[e], d) for e, _, _, d in mentions])
     terms = {name: kind for _, _, name, aliases, _, kind, _ in rows for name in [name, *aliases]}
     entities = EntityIndex(name_vectors)
     for _, key, name, _, _, _, vector in rows:
@@ -136,8 +145,30 @@ def _load(kb: KnowledgeBase, version: tuple) -> GraphIndex:
         row_of_entity=row_of_entity,
         dictionary=TermDictionary(terms),
         entities=entities,
-        key_row={r[1]: i for i, r in enumerate(rows)},
+        key_row=key_row,
+        titled=titled,
+        titles_named_by=titles_named_by,
     )
+
+
+def _title_links(
+    kb: KnowledgeBase, key_row: dict[str, int], mentions: list[tuple[int, int]]
+) -> tuple[dict[int, tuple[int, int]], dict[int, tuple[int, ...]]]:
+    """The entities that title one document each, and per document the other titles it mentions.
+
+    A title two documents share names neither of them (two "Introduction"s), so it leads nowhere.
+    """
+    by_row: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for document_id, title in document_titles(kb).items():
+        row = key_row.get(normalise(title.title))
+        if row is not None:
+            by_row[row].append((document_id, title.chunk_id))
+    titled = {row: documents[0] for row, documents in by_row.items() if len(documents) == 1}
+    named: dict[int, set[int]] = defaultdict(set)
+    for row, document_id in mentions:
+        if row in titled and titled[row][0] != document_id:
+            named[document_id].add(row)
+    return titled, {document_id: tuple(sorted(rows)) for document_id, rows in named.items()}
 
 
 def match_entities(query: str, index: GraphIndex, params: DisambiguationParams = DisambiguationParams()) -> list[int]:
@@ -170,6 +201,29 @@ def personalised_pagerank(
             return updated
         scores = updated
     return scores
+
+
+def linked_documents(kb: KnowledgeBase, doc_ids: list[int]) -> list[tuple[int, int, float]]:
+    """The documents whose titles `doc_ids` (a ranking's best documents, best first) mention:
+    (document, its first chunk, strength), strongest first, none of `doc_ids` among them.
+
+    A mention from a higher-ranked document, and of a rarer title, weighs more; a document
+    that mentions many titles spreads its weight over them.
+    """
+    index = graph_index(kb)
+    if index is None or not index.titled:
+        return []
+    ranked = set(doc_ids)
+    strength: dict[int, float] = defaultdict(float)
+    chunk_of: dict[int, int] = {}
+    for rank, doc_id in enumerate(doc_ids):
+        rows = index.titles_named_by.get(doc_id, ())
+        for row in rows:
+            target, chunk_id = index.titled[row]
+            if target not in ranked:
+                strength[target] += 1.0 / (rank + 1) / len(rows) / math.log(2 + index.documents_of[row])
+                chunk_of[target] = chunk_id
+    return sorted(((d, chunk_of[d], s) for d, s in strength.items()), key=lambda link: -link[2])
 
 
 def chunk_hits(kb: KnowledgeBase, query: str, top_k: int) -> list[tuple[int, float]]:

@@ -46,6 +46,17 @@ def register_leg(name: str, leg: GraphLeg) -> None:
     RECALL_LEGS[name] = leg
 
 
+# Documents a ranking's best documents lead to, by name: `graphrag` registers "graph" (the
+# documents whose titles they mention). Takes the KB and the best documents' ids, best first;
+# returns (document, one of its chunks, strength), strongest first.
+DocumentLinks = Callable[[KnowledgeBase, list[int]], list[tuple[int, int, float]]]
+DOCUMENT_LINKS: dict[str, DocumentLinks] = {}
+
+
+def register_links(name: str, links: DocumentLinks) -> None:
+    DOCUMENT_LINKS[name] = links
+
+
 class InvalidQuery(ValueError):
     """A query that cannot be searched; the message says why."""
 
@@ -61,6 +72,11 @@ class RetrievalParams:
     # the question's entities (the graph leg), placed after its graph_expand_at strongest hits.
     graph_expand_docs: int = 3
     graph_expand_at: int = 5
+    # hybrid+graph: the documents whose titles the ranking's graph_link_from best documents
+    # mention come first among those added (up to graph_link_docs of them): a question that
+    # names one thing to ask about another it describes (docs/05-graphrag.md, "Measured").
+    graph_link_from: int = 3
+    graph_link_docs: int = 1
     rerank: bool = True
     rerank_depth: int = 20  # only the ranking's head is reranked; the tail keeps its order
     # In hybrid mode, when set, instead of rerank_depth: the fused list already holds BM25's
@@ -209,8 +225,10 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
     if result.scope and result.scope.chapter:
         result.fused = _with_chapter_chunks(context, result.fused, result.scope, params.top_k)
     ranked = _refine(context, params, result, timer)
-    if params.mode == "hybrid+graph" and result.legs.get("graph"):
-        ranked = _expand_with_graph(ranked, result.legs["graph"], params)
+    if params.mode == "hybrid+graph":
+        linked = timer("graph_links", lambda: _linked_candidates(context, ranked, params))
+        if linked or result.legs.get("graph"):
+            ranked = _expand_with_graph(ranked, result.legs.get("graph", []), params, linked)
     result.candidates = ranked
     if params.gate is not None:
         result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=result.scope or params.scope))
@@ -311,7 +329,31 @@ def _graph_leg(context: SearchContext, params: RetrievalParams, result: Retrieva
     return context.candidates(hits, "graph")
 
 
-def _expand_with_graph(ranked: list[Candidate], graph: list[Candidate], params: RetrievalParams) -> list[Candidate]:
+def _linked_candidates(context: SearchContext, ranked: list[Candidate], params: RetrievalParams) -> list[Candidate]:
+    """A chunk of each document whose title the ranking's best documents mention."""
+    links = DOCUMENT_LINKS.get("graph")
+    if links is None or params.graph_link_from <= 0 or params.graph_link_docs <= 0:
+        return []
+    best: list[int] = []
+    for candidate in ranked:
+        if candidate.doc_id not in best:
+            best.append(candidate.doc_id)
+            if len(best) == params.graph_link_from:
+                break
+    found = links(context.kb, best)[: params.graph_link_docs] if best else []
+    if not found:
+        return []
+    ranked_chunk = {}
+    for candidate in ranked:
+        ranked_chunk.setdefault(candidate.doc_id, candidate)
+    loaded = {c.doc_id: c for c in context.candidates([(chunk, 0.0) for doc, chunk, _ in found if doc not in ranked_chunk], "graph")}
+    linked = [ranked_chunk.get(doc) or loaded.get(doc) for doc, _, _ in found]
+    return [candidate for candidate in linked if candidate is not None]
+
+
+def _expand_with_graph(
+    ranked: list[Candidate], graph: list[Candidate], params: RetrievalParams, linked: Sequence[Candidate] = ()
+) -> list[Candidate]:
     """Place the best chunk of each document only the graph leg found after the strongest hits.
 
     A question about how two things relate often needs a second document that shares the
@@ -319,10 +361,21 @@ def _expand_with_graph(ranked: list[Candidate], graph: list[Candidate], params: 
     lowered single-document questions, adding its new documents at a fixed depth did not
     (docs/05-graphrag.md, "Measured").
     """
-    seen = {c.doc_id for c in ranked[: params.top_k]}
+    # A linked document moves up to the insertion point from wherever it stands; the walk's
+    # documents only join when the ranking lacks them.
+    ahead = {c.doc_id for c in ranked[: params.graph_expand_at]}
     extra = []
+    for candidate in linked:
+        if candidate.doc_id not in ahead:
+            ahead.add(candidate.doc_id)
+            added = candidate.copy()
+            added.notes.append("graph: a document the best hits name by its title")
+            extra.append(added)
+    seen = {c.doc_id for c in ranked[: params.top_k]} | ahead
+    walked = 0
     for candidate in graph:
-        if candidate.doc_id not in seen and len(extra) < params.graph_expand_docs:
+        if candidate.doc_id not in seen and walked < params.graph_expand_docs:
+            walked += 1
             seen.add(candidate.doc_id)
             added = candidate.copy()
             added.notes.append("graph: a document the question's entities lead to")
