@@ -491,6 +491,10 @@ CHAT_FACTS_MAX = envint("CHAT_FACTS_MAX", "200")
 CHAT_FACT_K = envint("CHAT_FACT_K", "3")
 CHAT_FACT_MIN_OVERLAP = envfloat("CHAT_FACT_MIN_OVERLAP", "0.3")
 CHAT_FACT_MIN_SIMILARITY = envfloat("CHAT_FACT_MIN_SIMILARITY", "0.75")
+# Facts are found by the model once, within CHAT_FACT_MODEL_TIMEOUT_S and without retries or
+# failover: the rules find them when the model fails, and a dead model must not hold a worker
+# (or, with BACKGROUND_TASKS=inline, the request) for its whole retry deadline.
+CHAT_FACT_MODEL_TIMEOUT_S = envfloat("CHAT_FACT_MODEL_TIMEOUT_S", "4")
 # External MCP servers whose tools join the tool channel, as JSON: a list of
 # {"name", "command", "args"?, "env"?} (stdio) or {"name", "url"} (Streamable HTTP).
 MCP_SERVERS = json.loads(os.getenv("MCP_SERVERS", "[]"))

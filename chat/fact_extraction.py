@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
+
 from agentic_rag.llm import CompletionOptions, LLMError
 from agentic_rag.llm import Message as LLMMessage
 from agentic_rag.llm.extractive import model_json
+from agentic_rag.llm.resilience import RequestBudget
 from knowledge.analysis import analyze
 
 logger = logging.getLogger("chat.facts")
@@ -358,9 +361,16 @@ def extract_facts_with(text: str, *, llm: Any) -> tuple[list[StatedFact], str]:
     return extract_facts(text), "rules"
 
 
+def one_try(llm: Any) -> Any:
+    """The model with no retry and no failover wait: its first failure ends the call."""
+    within = getattr(llm, "within", None)
+    return within(RequestBudget(after_failure_s=0.0)) if within else llm
+
+
 def _llm_facts(text: str, llm: Any) -> list[StatedFact]:
     messages = [LLMMessage("system", FACTS_PROMPT), LLMMessage("user", f"Message:\n{text[:4000]}")]
-    reply = model_json(llm, messages, CompletionOptions(temperature=0.0, max_tokens=400), FACTS_SCHEMA, field="facts")
+    options = CompletionOptions(temperature=0.0, max_tokens=400, timeout_s=settings.CHAT_FACT_MODEL_TIMEOUT_S)
+    reply = model_json(one_try(llm), messages, options, FACTS_SCHEMA, field="facts")
     return parse_llm_facts(reply.get("facts"), text)
 
 
