@@ -107,8 +107,11 @@ def test_it_prints_a_summary_without_json(capsys, kb, folder):
 
 
 def test_setup_demo_creates_the_user_and_ingests_docs(capsys, settings, tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "intro.md").write_text("# 1 Intro\n\nAbout the project.", encoding="utf-8")
+    corpus = tmp_path / "evaluation" / "corpus" / "docs"
+    corpus.mkdir(parents=True)
+    (corpus / "intro.md").write_text("# 1 Intro\n\nAbout the project.", encoding="utf-8")
+    (tmp_path / "docs").mkdir()  # the live docs: not what the demo KB holds
+    (tmp_path / "docs" / "later.md").write_text("# Later\n\nEdited since the freeze.", encoding="utf-8")
     settings.BASE_DIR = tmp_path
 
     call_command("setup_demo")
@@ -118,4 +121,4 @@ def test_setup_demo_creates_the_user_and_ingests_docs(capsys, settings, tmp_path
     assert f"'{settings.DEMO_USERNAME}'" in out and settings.DEMO_PASSWORD in out
     assert "1 unchanged" in out
     kb = KnowledgeBase.objects.get(slug="docs")
-    assert kb.documents.get().status == DocumentStatus.READY
+    assert kb.documents.get().name == "intro.md" and kb.documents.get().status == DocumentStatus.READY

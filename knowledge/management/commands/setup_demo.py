@@ -1,4 +1,9 @@
-"""manage.py setup_demo: the demo user and a knowledge base of the project's own docs."""
+"""manage.py setup_demo: the demo user and a knowledge base of the project's own docs.
+
+The knowledge base holds the frozen copy in evaluation/corpus/docs, the documents the shipped
+golden sets are scored on (evaluation/corpus/README.md): editing docs/ then never moves an
+evaluation figure.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +18,11 @@ from knowledge.models import KnowledgeBase, Visibility
 from knowledge.progress import publish_progress
 
 DEMO_KB_SLUG = "docs"
+DEMO_CORPUS = Path("evaluation") / "corpus" / "docs"
 
 
 class Command(BaseCommand):
-    help = "Create the demo user and ingest docs/ into the demo knowledge base (idempotent)."
+    help = "Create the demo user and ingest the frozen copy of docs/ (evaluation/corpus/docs) into the demo knowledge base (idempotent)."
 
     def handle(self, *args, **options) -> None:
         user = self._demo_user()
@@ -30,7 +36,7 @@ class Command(BaseCommand):
                 "visibility": Visibility.PUBLIC,
             },
         )
-        docs = Path(settings.BASE_DIR) / "docs"
+        docs = Path(settings.BASE_DIR) / DEMO_CORPUS
         items = list(collect_files([str(docs)], recursive=True))
         results = ingest_files(kb, items, on_progress=publish_progress, user=user)
         counts = {status: sum(r.status == status for r in results) for status in ("ingested", "unchanged", "failed")}
