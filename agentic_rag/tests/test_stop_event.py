@@ -45,7 +45,7 @@ class StopAfter:
 
 
 def _upload(kb, name: str, paragraphs: int = 3) -> Document:
-    text = "\n\n".join(f"## Part {i}\n\nParagraph {i} of {name}: Django works with Celery and Redis." for i in range(paragraphs))
+    text = "\n\n".join(f"## Part {i}\n\nParagraph {i} of {name}: Django uses Celery, and Celery depends on Redis." for i in range(paragraphs))
     return submit_document(kb, name, text.encode(), enqueue=lambda document_id: None).document
 
 
