@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentic_rag.shutdown import is_stop_requested
 from agentic_rag.tracing import SpanRecorder
 from chat.events import PipelineEvent
 from chat.models import Shortcut, TraceStatus
@@ -111,7 +112,9 @@ class ChatRun:
                 self._is_client_gone = True
 
     def is_cancelled(self) -> bool:
-        return self._is_client_gone or self._cancelled()
+        # A stopping process cancels every run: its nodes run on pool threads, which the
+        # interpreter waits for at exit, so a stream left going would hold the exit.
+        return self._is_client_gone or self._cancelled() or is_stop_requested()
 
     def abandon(self, scope: str) -> None:
         """Stop taking anything from the work of `scope` (a node or step past its timeout)."""
