@@ -134,6 +134,22 @@ def test_demo_extractors_read_city_quarter_and_ticket():
     assert demo.extract_ticket("what about tkt-1004?") == {"id": "TKT-1004", "status": ""}
 
 
+@pytest.mark.parametrize("message", ["When does snow fall in Toronto?", "多伦多明天天气怎么样", "what's the weather like?"])
+def test_the_demo_weather_declines_a_place_its_fixture_lacks(message):
+    assert demo.extract_weather(message) is None  # not Beijing's fixture weather: the KB is asked
+
+
+@pytest.mark.django_db
+def test_a_weather_question_about_another_city_is_answered_from_the_knowledge_base(kb, alice, events, extractive):
+    ingest_docs(kb)
+
+    result = run_chat(ChatRequest(alice, None, "What is the weather in Toronto today?", ChatOptions(kb_slug=kb.slug)),
+                      emit=events, llm=extractive)
+
+    assert "weather" not in result.tools and "Demo data" not in result.answer
+    assert not [event for event in events.of("tool") if event.data["name"] == "weather"]
+
+
 @pytest.mark.django_db
 def test_knowledge_lookup_searches_a_kb_the_user_may_read(kb, alice):
     ingest_docs(kb)
