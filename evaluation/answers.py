@@ -5,6 +5,11 @@ Scores per question, then over the set:
 - source pass: the answer cites a document the question's qrels call relevant;
 - citation validity: the share of citations whose quote occurs in the cited chunk;
 - route accuracy: the shortcut taken (none, A, B, C) is the one the question expects;
+- unanswerable said so: for a question the documents cannot answer (category "unanswerable"),
+  the answer says nothing was found (shortcut C, or a not-found answer quoting no passage);
+  such questions count in no keyword or source figure;
+- keyword pass by the question's language (en, zh) and over two-document questions (two or
+  more documents at the highest grade, each holding part of the answer);
 - latency p50/p95 of the whole run, after one warm-up question.
 Each question runs in a fresh conversation, deleted afterwards; its trace is kept (its
 conversation link set to null) so every failure links to what the pipeline did.
@@ -21,17 +26,23 @@ from typing import Any
 from django.urls import reverse
 
 from agentic_rag.llm import get_llm
+from agentic_rag.llm.extractive import NO_EVIDENCE, NOT_ANSWERED
 from chat.models import Conversation
 from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
 from chat.pipeline.citations import verify_quote
+from chat.pipeline.state import language_of
 from knowledge.models import Chunk, KnowledgeBase
 
+from .datasets import UNANSWERABLE
 from .models import ANSWERS_MODE, EvaluationRun, GoldenQuestion, GoldenSet
 from .runner import Progress, no_progress
 
 ANSWER_METRICS = (
     "keyword_pass", "keywords_in_evidence", "source_pass", "source_recall", "citation_valid", "route_accuracy",
+    "unanswerable_said_so", "keyword_pass_en", "keyword_pass_zh", "keyword_pass_two_doc",
 )
+# What the extractive reader says when no passage answers (it quotes none then).
+NOT_FOUND_TEXTS = (*NO_EVIDENCE.values(), *NOT_ANSWERED.values())
 
 Ask = Callable[[str], ChatResult]
 
@@ -45,6 +56,20 @@ class AnswerCase:
     expected_shortcut: str = ""  # "none", "A", "B", "C" or "" (not stated)
     category: str = ""
     needed_docs: frozenset[int] = frozenset()  # the highest grade: each holds part of the answer
+
+    @property
+    def unanswerable(self) -> bool:
+        """The documents do not answer it: the answer should say so."""
+        return self.category == UNANSWERABLE
+
+    @property
+    def language(self) -> str:
+        return language_of(self.question)
+
+    @property
+    def two_doc(self) -> bool:
+        """Its answer has parts in two or more documents."""
+        return len(self.needed_docs) >= 2
 
 
 @dataclass
@@ -64,6 +89,9 @@ class AnswerOutcome:
     citations: int
     citations_valid: int
     route_ok: bool | None  # None: no expected shortcut stated
+    said_not_found: bool | None = None  # None: the question is answerable
+    language: str = ""  # "en" or "zh": the question's
+    two_doc: bool = False
     why: list[str] = field(default_factory=list)
 
     @property
@@ -111,7 +139,7 @@ def load_answer_cases(kb: KnowledgeBase, *, golden_set: str | None = None, split
         )
         for q in questions
     ]
-    return [c for c in cases if c.keywords or c.relevant_docs or c.expected_shortcut]
+    return [c for c in cases if c.keywords or c.relevant_docs or c.expected_shortcut or c.unanswerable]
 
 
 def _needed(qrels) -> frozenset[int]:
@@ -185,7 +213,8 @@ def score_answer(
     budget let through, and, when the evidence showed more than the chunk holds (the gate's
     context window completed a chunk cut off mid-thought), the start of the next chunk.
     """
-    missing = _missing(case.keywords, result.answer)
+    scored = not case.unanswerable  # an unanswerable question has no keywords or sources to hold
+    missing = _missing(case.keywords, result.answer) if scored else []
 
     def shown(evidence: dict[str, Any]) -> str:
         chunk_id, chars = int(evidence["chunk_id"]), evidence.get("chars")
@@ -207,13 +236,19 @@ def score_answer(
     shortcut = result.shortcut or "none"
     outcome = AnswerOutcome(
         case.qid, case.question, result.answer, result.trace_id, ms, shortcut,
-        keyword_pass=(not missing) if case.keywords else None,
-        keywords_in_evidence=(not missing_in_evidence) if case.keywords else None,
-        source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs else None,
-        source_recall=len(cited_docs & case.needed_docs) / len(case.needed_docs) if case.needed_docs else None,
+        keyword_pass=(not missing) if case.keywords and scored else None,
+        keywords_in_evidence=(not missing_in_evidence) if case.keywords and scored else None,
+        source_pass=bool(cited_docs & case.relevant_docs) if case.relevant_docs and scored else None,
+        source_recall=(
+            len(cited_docs & case.needed_docs) / len(case.needed_docs) if case.needed_docs and scored else None
+        ),
         citations=len(kb_citations), citations_valid=valid,
         route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
+        said_not_found=says_not_found(result) if case.unanswerable else None,
+        language=case.language, two_doc=case.two_doc,
     )
+    if outcome.said_not_found is False:
+        outcome.why.append("answered a question the documents do not answer")
     if missing:
         # As for sources below: retrieval never showed them, or the answer left them out.
         unseen = [k for k in missing if k in missing_in_evidence]
@@ -229,6 +264,16 @@ def score_answer(
     return outcome
 
 
+def says_not_found(result: ChatResult) -> bool:
+    """Whether the answer says the knowledge base does not answer the question: shortcut C (no
+    passage passed the gate), or an answer that cites no passage and says nothing answers."""
+    if result.shortcut == "C":
+        return True
+    if any(c.get("chunk_id") for c in result.citations):
+        return False
+    return any(text in result.answer for text in NOT_FOUND_TEXTS)
+
+
 def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
     """The rates over the questions each applies to (None when it applies to none)."""
     citations = sum(o.citations for o in outcomes)
@@ -239,6 +284,29 @@ def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
         "source_recall": _mean([o.source_recall for o in outcomes]),
         "citation_valid": round(sum(o.citations_valid for o in outcomes) / citations, 4) if citations else None,
         "route_accuracy": _rate([o.route_ok for o in outcomes]),
+        "unanswerable_said_so": _rate([o.said_not_found for o in outcomes]),
+        "keyword_pass_en": _rate([o.keyword_pass for o in outcomes if o.language == "en"]),
+        "keyword_pass_zh": _rate([o.keyword_pass for o in outcomes if o.language == "zh"]),
+        "keyword_pass_two_doc": _rate([o.keyword_pass for o in outcomes if o.two_doc]),
+    }
+
+
+def metric_counts(outcomes: Sequence[AnswerOutcome]) -> dict[str, int]:
+    """How many questions each rate of `summarise` is taken over."""
+    def scored(values) -> int:
+        return sum(v is not None for v in values)
+
+    return {
+        "keyword_pass": scored(o.keyword_pass for o in outcomes),
+        "keywords_in_evidence": scored(o.keywords_in_evidence for o in outcomes),
+        "source_pass": scored(o.source_pass for o in outcomes),
+        "source_recall": scored(o.source_recall for o in outcomes),
+        "citation_valid": sum(o.citations for o in outcomes),
+        "route_accuracy": scored(o.route_ok for o in outcomes),
+        "unanswerable_said_so": scored(o.said_not_found for o in outcomes),
+        "keyword_pass_en": scored(o.keyword_pass for o in outcomes if o.language == "en"),
+        "keyword_pass_zh": scored(o.keyword_pass for o in outcomes if o.language == "zh"),
+        "keyword_pass_two_doc": scored(o.keyword_pass for o in outcomes if o.two_doc),
     }
 
 

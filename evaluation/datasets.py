@@ -14,7 +14,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from time import perf_counter
 from typing import Any
 
@@ -222,8 +222,10 @@ def read_golden(path: Path, *, limit_docs: int | None = None) -> Dataset:
     "expected_keywords"?, "reference_answer"?, "expected_shortcut"?}]}. A keyword may be a
     list of alternatives, any one of which an answer may hold. `expected_shortcut`
     is null for a question the chat should answer, or "A", "B", "C"; a question expecting a
-    shortcut may have no relevant documents ("not found" questions). Nothing is ingested:
-    `limit_docs` has no meaning here and is ignored.
+    shortcut may have no relevant documents ("not found" questions), and so may a question of
+    category "unanswerable" (the documents do not hold its answer; the chat should say so).
+    A relevant document may be named by its file name's stem ("design" for "design.md" or
+    "design.txt"). Nothing is ingested: `limit_docs` has no meaning here and is ignored.
     """
     try:
         data = json.loads(_require(path).read_text(encoding="utf-8"))
@@ -241,7 +243,7 @@ def _golden_question(path: Path, n: int, item: Any) -> Question:
         raise DatasetError(f"{where}: expected an object")
     relevant = item.get("relevant")
     shortcut = _expected_shortcut(where, item)
-    may_be_empty = shortcut in SHORTCUTS_WITHOUT_SOURCES
+    may_be_empty = shortcut in SHORTCUTS_WITHOUT_SOURCES or item.get("category") == UNANSWERABLE
     if not isinstance(relevant, dict) or not (relevant or may_be_empty) or not all(isinstance(g, int) for g in relevant.values()):
         raise DatasetError(f"{where}: 'relevant' must map document names to integer grades")
     text, qid = item.get("question"), item.get("id")
@@ -257,6 +259,8 @@ def _golden_question(path: Path, n: int, item: Any) -> Question:
 
 
 SHORTCUTS_WITHOUT_SOURCES = frozenset({"A", "B", "C"})
+# The category of a question the documents cannot answer: scored on whether the answer says so.
+UNANSWERABLE = "unanswerable"
 
 
 def _keyword(value: Any) -> str | list[str]:
@@ -354,9 +358,7 @@ def import_dataset(
     report = ImportReport(passages=len(dataset.passages))
     documents: dict[str, int] = {}
     if dataset.format == "golden":  # questions about documents the KB already holds, by name
-        documents = dict(
-            Document.objects.filter(kb=kb, status=DocumentStatus.READY).values_list("name", "pk")
-        )
+        documents = documents_by_name(kb)
     for start in range(0, len(dataset.passages), batch_size):
         batch = dataset.passages[start : start + batch_size]
         documents.update(_ingest_batch(kb, dataset, batch, report, user=user))
@@ -365,6 +367,15 @@ def import_dataset(
     refresh_planner_statistics()
     report.seconds = perf_counter() - started
     return report
+
+
+def documents_by_name(kb: KnowledgeBase) -> dict[str, int]:
+    """The KB's ready documents by name, and by the name's stem where no other document has it:
+    a set naming "design" scores the same file uploaded as design.md or as design.txt."""
+    names = dict(Document.objects.filter(kb=kb, status=DocumentStatus.READY).values_list("name", "pk"))
+    stems = Counter(PurePosixPath(name).stem for name in names)
+    by_stem = {PurePosixPath(name).stem: pk for name, pk in names.items() if stems[PurePosixPath(name).stem] == 1}
+    return {**{stem: pk for stem, pk in by_stem.items() if stem not in names}, **names}
 
 
 def _ingest_batch(kb, dataset: Dataset, batch: list[Passage], report: ImportReport, *, user) -> dict[str, int]:
@@ -422,7 +433,8 @@ def store_golden_set(kb: KnowledgeBase, dataset: Dataset, documents: dict[str, i
     existing = {question.qid: question for question in golden_set.questions.prefetch_related("qrels")}
     for item in dataset.questions:
         relevant = {documents[pid]: score for pid, score in item.relevant.items() if pid in documents}
-        if not any(score > 0 for score in relevant.values()) and item.expected_shortcut not in SHORTCUTS_WITHOUT_SOURCES:
+        expects_none = item.expected_shortcut in SHORTCUTS_WITHOUT_SOURCES or item.category == UNANSWERABLE
+        if not any(score > 0 for score in relevant.values()) and not expects_none:
             report.skipped_questions += 1
             continue
         question = _save_question(golden_set, existing.get(item.id), item, report)

@@ -71,6 +71,7 @@ def test_it_scores_answers_and_writes_the_json_contract(answers_kb, tmp_path):
     report = json.loads(path.read_text())
     assert set(report["metrics"]) == {
         "keyword_pass", "keywords_in_evidence", "source_pass", "source_recall", "citation_valid", "route_accuracy",
+        "unanswerable_said_so", "keyword_pass_en", "keyword_pass_zh", "keyword_pass_two_doc",
     }
     assert set(report["latency_ms"]) == {"p50", "p95"}
     # a1, a2 hold their keyword, a4 does not; a3 expects none.

@@ -277,7 +277,11 @@ def test_the_shipped_demo_golden_set_names_only_documents_of_the_demo_kb():
     assert {name for q in dataset.questions for name in q.relevant} <= docs
 
 
-SHIPPED_SETS = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*.json"))
+# The sets over the frozen docs corpus; the seeds dev sets are about documents tests never read.
+SHIPPED_SETS = sorted(
+    path for path in (Path(__file__).resolve().parents[1] / "fixtures").glob("*.json")
+    if not path.name.startswith("seeds-")
+)
 
 
 @pytest.mark.parametrize("path", SHIPPED_SETS, ids=[path.stem for path in SHIPPED_SETS])

@@ -1,5 +1,5 @@
 """manage.py evaluate --kb SLUG [--mode MODE] [--baseline rank-bm25] [--json OUT] [--split all|train|test]
-[--fail-under METRIC=VALUE ...] | --tune | --answers [--user NAME]"""
+[--fail-under METRIC=VALUE ...] [--report [FILE]] | --tune | --answers [--user NAME]"""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from evaluation.answers import (
     ANSWER_METRICS,
     ask_through_chat,
     load_answer_cases,
+    metric_counts,
     save_answer_run,
 )
 from evaluation.graph_leg import judge_graph_leg
 from evaluation.metrics import METRIC_KEYS
+from evaluation.report import Table, answer_table, default_report_path, write_report
 from evaluation.runner import Evaluation, EvaluationError, evaluate, load_questions, save_run
 from evaluation.tuning import tune
 from knowledge.fusion import FusionParams
@@ -53,6 +55,9 @@ class Command(BaseCommand):
                             help="with --answers: who asks (default: the KB's owner, else the demo user)")
         parser.add_argument("--agent", default="auto", choices=AGENT_TYPES,
                             help="with --answers: the worker type that retrieves (default: auto)")
+        parser.add_argument("--report", nargs="?", const="", metavar="FILE",
+                            help="also write the figures as a Markdown report (date, commit, command, tables) to "
+                                 "FILE, default var/reports/evaluate-<time>.md")
 
     def handle(self, *args, **options) -> None:
         thresholds = _parse_thresholds(options["fail_under"], ANSWER_METRICS if options["answers"] else METRIC_KEYS)
@@ -85,6 +90,8 @@ class Command(BaseCommand):
         self._write_json(evaluation.as_json(), options["json"])
         if options["json"] != "-":
             self._print_table(kb, evaluation, split, run.pk)
+        if options["report"] is not None:
+            self._write_report(options["report"], f"Retrieval on {kb.slug}", [_retrieval_table(kb, evaluation, split)])
         failures = [
             f"{metric} {evaluation.report.metrics[metric]:.4f} < {minimum:g}"
             for metric, minimum in thresholds.items()
@@ -118,6 +125,10 @@ class Command(BaseCommand):
         self._write_json(evaluation.as_json(), options["json"])
         if options["json"] != "-":
             self._print_answers(kb, evaluation, run.pk)
+        if options["report"] is not None:
+            which = options["golden_set"] or "all golden sets"
+            title = f"Answers on {kb.slug} ({which}, split {split}, agent {options['agent']})"
+            self._write_report(options["report"], title, [answer_table(title, evaluation)])
         failures = [
             f"{metric} {evaluation.metrics.get(metric) or 0:.4f} < {minimum:g}"
             for metric, minimum in thresholds.items()
@@ -133,13 +144,18 @@ class Command(BaseCommand):
             f"{kb.slug}: {len(evaluation.outcomes)} questions through the chat pipeline, "
             f"generator {evaluation.config['generator']}"
         )
+        counts = metric_counts(evaluation.outcomes)
         for metric, value in evaluation.metrics.items():
-            self.stdout.write(f"{metric:16}{'-' if value is None else f'{value:.4f}':>10}")
-        self.stdout.write(f"{'p50 ms':16}{evaluation.latency_ms['p50']:10.1f}")
-        self.stdout.write(f"{'p95 ms':16}{evaluation.latency_ms['p95']:10.1f}")
+            self.stdout.write(f"{metric:22}{'-' if value is None else f'{value:.4f}':>10}  (n={counts[metric]})")
+        self.stdout.write(f"{'p50 ms':22}{evaluation.latency_ms['p50']:10.1f}")
+        self.stdout.write(f"{'p95 ms':22}{evaluation.latency_ms['p95']:10.1f}")
         for failure in evaluation.failures():
             self.stdout.write(f"  FAIL {failure['qid']}: {failure['question']} — {failure['why']} ({failure['trace_url']})")
         self.stdout.write(f"stored as evaluation run {run_id}")
+
+    def _write_report(self, given: str, title: str, tables: list[Table]) -> None:
+        path = write_report(Path(given) if given else default_report_path("evaluate"), title, tables)
+        self.stdout.write(f"report written to {path}")
 
     def _write_json(self, data: dict, out: str | None) -> None:
         if out == "-":
@@ -210,6 +226,14 @@ class Command(BaseCommand):
                 f"{test.noise_rejected:.3f}, questions kept {test.questions_kept:.3f})"
             )
         self.stdout.write(self.style.SUCCESS(f"stored the best as {kb.slug}'s retrieval settings"))
+
+
+def _retrieval_table(kb: KnowledgeBase, evaluation: Evaluation, split: str) -> Table:
+    columns = [evaluation.report] + ([evaluation.baseline] if evaluation.baseline else [])
+    rows = [(metric, *(f"{c.metrics[metric]:.4f}" for c in columns)) for metric in METRIC_KEYS]
+    rows += [(f"{key} ms", *(f"{c.latency_ms[key]:.2f}" for c in columns)) for key in ("p50", "p95")]
+    title = f"{kb.slug}: {evaluation.questions} questions (split {split}), embedder {kb.embedder or '-'}"
+    return Table(title, ("metric", *(c.name for c in columns)), tuple(rows))
 
 
 def _describe(fusion: FusionParams) -> str:
