@@ -431,6 +431,9 @@ CHAT_STAGE_BUDGETS_MS = {
 CHAT_SPAN_MAX_CHARS = envint("CHAT_SPAN_MAX_CHARS", "2000")
 # S6 tool channel: each tool call gets this long before it counts as failed (seconds).
 CHAT_TOOL_TIMEOUT_S = envfloat("CHAT_TOOL_TIMEOUT_S", "5")
+# The demo tools (weather, sales, ticket) answer from fixture files: off unless asked for, so a
+# question about real weather or sales is never answered with made-up figures.
+CHAT_DEMO_TOOLS = envbool("CHAT_DEMO_TOOLS", "false")
 # Router (chat.routing_kb): with no KB chosen, route by content to the best readable KB
 # scoring at least KB_ROUTE_MIN_SCORE; off, such questions take the general path.
 KB_AUTO_ROUTE = envbool("KB_AUTO_ROUTE", "true")

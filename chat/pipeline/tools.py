@@ -29,10 +29,15 @@ class ToolContext:
     kb: Any = None
 
 
+def always_on() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Tool:
     """A tool; `handler(parameters)`, or `handler(parameters, context)` when `uses_context`,
-    returning text or a CitedOutput."""
+    returning text or a CitedOutput. While `is_on()` is false the channel neither offers nor
+    runs it (asked on each use, so a setting changed at run time holds at once)."""
 
     name: str
     description: str
@@ -40,6 +45,7 @@ class Tool:
     extract: Callable[[str], dict[str, Any] | None]
     parameters: dict[str, Any] = field(default_factory=dict)  # JSON schema
     uses_context: bool = False
+    is_on: Callable[[], bool] = always_on
 
     def call(self, parameters: dict[str, Any], context: ToolContext) -> str | CitedOutput:
         return self.handler(parameters, context) if self.uses_context else self.handler(parameters)
@@ -97,16 +103,17 @@ class ToolRegistry:
         self._tools[tool.name] = tool
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        return tool if tool is not None and tool.is_on() else None
 
     def available(self) -> frozenset[str]:
-        return frozenset(self._tools)
+        return frozenset(name for name, tool in self._tools.items() if tool.is_on())
 
     def plan(self, message: str, tools: tuple[str, ...]) -> list[ToolCall]:
         """The calls the message makes to the given tools (those whose parameters it yields)."""
         calls = []
         for name in tools:
-            tool = self._tools.get(name)
+            tool = self.get(name)
             parameters = tool.extract(message) if tool else None
             if parameters is not None:
                 calls.append(ToolCall(name, parameters))
@@ -116,7 +123,10 @@ class ToolRegistry:
         """Run one call; a failing handler gives a failed result, not an exception."""
         started = time.perf_counter()
         try:
-            output = self._tools[call.name].call(call.parameters, context or ToolContext())
+            tool = self.get(call.name)
+            if tool is None:
+                raise LookupError(f"no tool {call.name!r} is on")
+            output = tool.call(call.parameters, context or ToolContext())
         except Exception as error:  # a tool's failure must not end the chat
             ms = (time.perf_counter() - started) * 1000
             return ToolResult(call.name, call.parameters, "", False, f"{type(error).__name__}: {error}", ms)

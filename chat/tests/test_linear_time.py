@@ -12,6 +12,7 @@ import re
 
 import pytest
 from hypothesis import given
+from django.test import override_settings
 from hypothesis import strategies as st
 
 from agentic_rag.tests.linear_time_support import MESSAGE_CHARS, cpu_seconds, linear_time_settings, long_texts
@@ -28,14 +29,21 @@ MESSAGE_SECONDS = 0.25  # a linear stage takes a few ms on a 4,000-character mes
 messages = long_texts(MESSAGE_CHARS)
 
 
+# The demo tools' rules are read too: a deployment may turn them on.
+@override_settings(CHAT_DEMO_TOOLS=True)
 def _plan_every_tool(message: str):
     channel = get_tool_channel()
     return channel.plan(message, tuple(sorted(channel.available())))
 
 
+@override_settings(CHAT_DEMO_TOOLS=True)
+def _intents_of_every_tool(message: str) -> IntentResult:
+    return rule_intents(message, (), get_tool_channel().available())
+
+
 STAGES = {
     "rewrite": (rewrite_rules, Rewrite),
-    "intent": (lambda m: rule_intents(m, (), get_tool_channel().available()), IntentResult),
+    "intent": (_intents_of_every_tool, IntentResult),
     "tools": (_plan_every_tool, list),
     "route": (auto_agent, str),
     "facts": (extract_facts, list),

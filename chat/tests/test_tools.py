@@ -19,10 +19,29 @@ from knowledge.models import KnowledgeBase
 NOON_UTC = datetime(2025, 1, 2, 12, 0, tzinfo=UTC)
 
 
-def test_it_registers_every_builtin_tool_in_the_process_registry():
-    names = {"calculator", "datetime", "currency", "system_metrics", "knowledge_lookup", "weather", "sales", "ticket"}
+DEMO_TOOLS = {"weather", "sales", "ticket"}
+
+
+@pytest.fixture
+def demo_tools(settings):
+    """The demo tools turned on, as CHAT_DEMO_TOOLS=1 does."""
+    settings.CHAT_DEMO_TOOLS = True
+
+
+def test_it_registers_every_builtin_tool_in_the_process_registry(demo_tools):
+    names = {"calculator", "datetime", "currency", "system_metrics", "knowledge_lookup", *DEMO_TOOLS}
     assert get_tool_channel().available() >= names
     assert all(tool.parameters.get("type") == "object" and tool.description for tool in builtin_tools())
+
+
+def test_the_demo_tools_are_off_unless_the_setting_turns_them_on(settings):
+    channel = get_tool_channel()
+    assert not channel.available() & DEMO_TOOLS and channel.get("weather") is None
+    assert not channel.run(ToolCall("weather", {"city": "Beijing"})).ok  # not run either
+
+    settings.CHAT_DEMO_TOOLS = True
+
+    assert channel.available() >= DEMO_TOOLS and channel.run(ToolCall("weather", {"city": "Beijing"})).ok
 
 
 @pytest.mark.parametrize(
@@ -31,8 +50,13 @@ def test_it_registers_every_builtin_tool_in_the_process_registry():
      ("local time in Paris", "datetime"), ("100美元换人民币", "currency"),
      ("北京天气怎么样", "weather"), ("TKT-1001 status", "ticket"), ("current QPS and latency", "system_metrics")],
 )
-def test_it_routes_tool_keywords_to_their_tool(message, tool):
+def test_it_routes_tool_keywords_to_their_tool(message, tool, demo_tools):
     assert tool in rule_intents(message, tools=get_tool_channel().available()).tools
+
+
+@pytest.mark.parametrize("message", ["北京天气怎么样", "TKT-1001 status", "2024 Q2 sales"])
+def test_with_the_demo_tools_off_their_keywords_route_to_no_tool(message):
+    assert not rule_intents(message, tools=get_tool_channel().available()).tools
 
 
 @pytest.mark.parametrize("message", ["what's the timeout of a worker?", "response time in the pipeline"])
@@ -132,6 +156,17 @@ def test_demo_extractors_read_city_quarter_and_ticket():
     assert demo.extract_sales("2024年第三季度销售") == {"quarter": "2024-Q3"}
     assert demo.extract_sales("sales in Q1") == {"quarter": "2024-Q1"}
     assert demo.extract_ticket("what about tkt-1004?") == {"id": "TKT-1004", "status": ""}
+    assert demo.extract_ticket("未解决的工单") == {"id": "", "status": "open"}
+
+
+@pytest.mark.parametrize(
+    ("extract", "message"),
+    [(demo.extract_sales, "sales in 2019 Q1"), (demo.extract_sales, "How is the sales report built?"),
+     (demo.extract_sales, "营业额怎么统计"), (demo.extract_ticket, "TKT-9999 status"),
+     (demo.extract_ticket, "How are support tickets escalated?"), (demo.extract_ticket, "工单系统是怎么设计的？")],
+)
+def test_the_demo_sales_and_tickets_decline_what_their_fixtures_lack(extract, message):
+    assert extract(message) is None  # not the whole demo table: the KB is asked
 
 
 @pytest.mark.parametrize("message", ["When does snow fall in Toronto?", "多伦多明天天气怎么样", "what's the weather like?"])
@@ -140,7 +175,8 @@ def test_the_demo_weather_declines_a_place_its_fixture_lacks(message):
 
 
 @pytest.mark.django_db
-def test_a_weather_question_about_another_city_is_answered_from_the_knowledge_base(kb, alice, events, extractive):
+def test_a_weather_question_about_another_city_is_answered_from_the_knowledge_base(kb, alice, events, extractive,
+                                                                                   demo_tools):
     ingest_docs(kb)
 
     result = run_chat(ChatRequest(alice, None, "What is the weather in Toronto today?", ChatOptions(kb_slug=kb.slug)),
@@ -148,6 +184,20 @@ def test_a_weather_question_about_another_city_is_answered_from_the_knowledge_ba
 
     assert "weather" not in result.tools and "Demo data" not in result.answer
     assert not [event for event in events.of("tool") if event.data["name"] == "weather"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("demo_on", [False, True])
+def test_a_fixture_city_gets_demo_weather_only_when_the_demo_tools_are_on(kb, alice, events, extractive, settings,
+                                                                           demo_on):
+    settings.CHAT_DEMO_TOOLS = demo_on
+    ingest_docs(kb)
+
+    result = run_chat(ChatRequest(alice, None, "What is the weather in Beijing today?", ChatOptions(kb_slug=kb.slug)),
+                      emit=events, llm=extractive)
+
+    assert ("weather" in result.tools) is demo_on and ("Demo data" in result.answer) is demo_on
+    assert result.intent == ("TOOL:weather" if demo_on else "KB")  # off: the knowledge base is searched
 
 
 @pytest.mark.django_db

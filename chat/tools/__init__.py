@@ -1,4 +1,5 @@
-"""The built-in tools of the chat's tool channel, registered at start-up."""
+"""The built-in tools of the chat's tool channel, registered at start-up (the demo tools stay
+off while `CHAT_DEMO_TOOLS` is)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ def builtin_tools() -> tuple[Tool, ...]:
         Tool("web_search", "Search the web and read the result pages (when an administrator turned web search on).",
              web_search.make_handler(), web_search.extract, web_search.PARAMETERS),
         Tool("weather", "Demo weather by city (fixture data).", demo.handle_weather, demo.extract_weather,
-             {"type": "object", "properties": {"city": {"type": "string"}}}),
+             {"type": "object", "properties": {"city": {"type": "string"}}}, is_on=demo.is_on),
         Tool("sales", "Demo sales by quarter (fixture data).", demo.handle_sales, demo.extract_sales,
-             {"type": "object", "properties": {"quarter": {"type": "string", "pattern": "^20\\d\\d-Q[1-4]$"}}}),
+             {"type": "object", "properties": {"quarter": {"type": "string", "pattern": "^20\\d\\d-Q[1-4]$"}}},
+             is_on=demo.is_on),
         Tool("ticket", "Demo support tickets by id or status (fixture data).", demo.handle_ticket, demo.extract_ticket,
-             {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}}),
+             {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}},
+             is_on=demo.is_on),
     )
 
 

@@ -1,4 +1,9 @@
-"""Demo providers over fixture files: weather, sales and tickets. Every answer says it is demo data."""
+"""Demo providers over fixture files: weather, sales and tickets. Every answer says it is demo data.
+
+They are off unless `CHAT_DEMO_TOOLS` turns them on, and even then each answers only for what
+its fixture holds (a listed city, quarter, ticket or ticket status): any other question goes
+to the knowledge base, never to made-up figures.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEMO = "[Demo data · 演示数据]"
 
@@ -15,6 +22,11 @@ DEMO = "[Demo data · 演示数据]"
 @cache
 def load_fixture(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def is_on() -> bool:
+    """Whether the demo tools are offered (read on each use, so tests and admins can switch it)."""
+    return bool(settings.CHAT_DEMO_TOOLS)
 
 
 # --- weather ---------------------------------------------------------------------------------
@@ -48,13 +60,16 @@ _QUARTER = re.compile(r"\b(20\d\d)?\s*+(?:-\s*+)?Q([1-4])\b|第([一二三四1-4
 _ZH_DIGITS = {"一": "1", "二": "2", "三": "3", "四": "4"}
 
 
-def extract_sales(message: str) -> dict[str, Any]:
+def extract_sales(message: str) -> dict[str, Any] | None:
+    """The fixture quarter the message names ("Q1" is 2024's); None for another quarter or none,
+    so that the question goes to the knowledge base instead of the demo table."""
     match = _QUARTER.search(message)
     if not match:
-        return {"quarter": ""}
+        return None
     year = match.group(1) or "2024"
     number = match.group(2) or _ZH_DIGITS.get(match.group(3), match.group(3))
-    return {"quarter": f"{year}-Q{number}"}
+    quarter = f"{year}-Q{number}"
+    return {"quarter": quarter} if quarter in load_fixture("sales.json")["quarters"] else None
 
 
 def handle_sales(parameters: dict[str, Any]) -> str:
@@ -78,11 +93,16 @@ _STATUS = re.compile(r"\b(open|resolved|in progress)\b|未解决|已解决|处�
 _ZH_STATUS = {"未解决": "open", "已解决": "resolved", "处理中": "in progress"}
 
 
-def extract_ticket(message: str) -> dict[str, Any]:
+def extract_ticket(message: str) -> dict[str, Any] | None:
+    """The fixture ticket the message names, else the ticket status it asks about; None when it
+    names neither or an unknown ticket, so "how are tickets escalated?" goes to the knowledge base."""
+    tickets = load_fixture("tickets.json")["tickets"]
     ticket = _TICKET.search(message)
+    if ticket:
+        return {"id": ticket.group(0).upper(), "status": ""} if ticket.group(0).upper() in tickets else None
     status = _STATUS.search(message)
-    found = status.group(0) if status else ""
-    return {"id": ticket.group(0).upper() if ticket else "", "status": _ZH_STATUS.get(found, found.lower())}
+    found = _ZH_STATUS.get(status.group(0), status.group(0).lower()) if status else ""
+    return {"id": "", "status": found} if found else None
 
 
 def handle_ticket(parameters: dict[str, Any]) -> str:
