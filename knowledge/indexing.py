@@ -16,6 +16,7 @@ from .analysis import analyze
 from .ingest import IngestionRun, Stage, register_stage
 from .models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from .search import refresh_planner_statistics
+from .terms import store_term_pairs
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +153,17 @@ def _entries(
     ]
 
 
+def terms_stage(run: IngestionRun) -> None:
+    """Keep the bilingual term pairs the document states, for its KB's query expansion."""
+    sections = run.parsed.sections if run.parsed else ()
+    text = "\n".join(f"{section.title}\n{section.text}" for section in sections)
+    store_term_pairs(run.document.pk, run.document.kb_id, text)
+
+
 def register_indexing_stages() -> None:
     register_stage(Stage("embed", DocumentStatus.EMBEDDING, embed_stage))
     register_stage(Stage("index", DocumentStatus.INDEXING, index_stage))
+    register_stage(Stage("terms", DocumentStatus.INDEXING, terms_stage))
 
 
 def reembed_knowledge_base(

@@ -418,3 +418,34 @@ class ContentChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kb_id} v{self.version}: {self.documents}"
+
+
+class TermPairQuerySet(models.QuerySet):
+    def counts_for_kb(self, kb_id: int) -> list[tuple[str, str, int]]:
+        """(Chinese, English, times stated) over the KB's documents."""
+        rows = self.filter(kb_id=kb_id).values("chinese", "english").annotate(total=Sum("count"))
+        return [(row["chinese"], row["english"], row["total"]) for row in rows.order_by("chinese", "english")]
+
+
+class TermPair(models.Model):
+    """A Chinese term and its English, stated side by side in a document ("质量门控(quality_gate.py)").
+
+    The KB's query expansion translates its own terms with them (knowledge.terms).
+    """
+
+    kb = models.ForeignKey(KnowledgeBase, models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, models.CASCADE, related_name="term_pairs")
+    chinese = models.CharField(max_length=64)
+    english = models.CharField(max_length=200)
+    count = models.PositiveIntegerField(default=1)
+
+    objects = TermPairQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "chinese", "english"], name="term_pair_unique_per_document"),
+        ]
+        indexes = [models.Index(fields=["kb"], name="term_pair_kb")]
+
+    def __str__(self) -> str:
+        return f"{self.chinese} = {self.english}"

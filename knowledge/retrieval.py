@@ -22,7 +22,7 @@ from agentic_rag.llm import get_llm
 
 from .analysis import analyze
 from .candidates import Candidate
-from .fusion import FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
+from .fusion import CROSS_LANG_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
@@ -30,6 +30,7 @@ from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
 from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_reranker
 from .scope import Scope, chapter_chunk_ids, in_scope_first, scope_of_question
 from .search import Hit, SearchBackend, alongside, best_of, get_backend, pinned
+from .terms import kb_term_map
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph")
@@ -262,7 +263,11 @@ def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
 
 
 def _search_context(query, kb, params, backend, embedder, timer) -> SearchContext:
-    variants = expand_query(query, limit=params.max_expansions) if params.expand_cross_language else [query]
+    if params.expand_cross_language:
+        terms = kb_term_map(kb.pk, kb.content_version, CROSS_LANG_TERMS)  # the KB's own translations too
+        variants = expand_query(query, terms, limit=params.max_expansions)
+    else:
+        variants = [query]
     tokens = timer("analyze", lambda: tuple(tuple(analyze(q)) for q in variants))
     vectors: tuple[np.ndarray, ...] = ()
     if params.mode != "bm25":
