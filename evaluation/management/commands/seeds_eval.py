@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 self.stderr.write(self.style.ERROR(f"  failed: {result.path}: {result.error}"))
             if embedder is not None:
                 reembed_knowledge_base(kb, embedder)
-                kb.refresh_from_db()
+            kb.refresh_from_db()  # ingestion stored the embedder that built its vectors
             self.stdout.write(f"{kb.slug}: {len(ingested) - len(failed)} of {len(files)} files ingested, "
                               f"embedder {kb.embedder or '-'}")
             try:
