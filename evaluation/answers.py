@@ -17,6 +17,7 @@ conversation link set to null) so every failure links to what the pipeline did.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,6 @@ from typing import Any
 from django.urls import reverse
 
 from agentic_rag.llm import get_llm
-from agentic_rag.llm.extractive import NO_EVIDENCE, NOT_ANSWERED
 from chat.models import Conversation
 from chat.pipeline import ChatOptions, ChatRequest, ChatResult, run_chat
 from chat.pipeline.citations import verify_quote
@@ -41,8 +41,14 @@ ANSWER_METRICS = (
     "keyword_pass", "keywords_in_evidence", "source_pass", "source_recall", "citation_valid", "route_accuracy",
     "unanswerable_said_so", "keyword_pass_en", "keyword_pass_zh", "keyword_pass_two_doc",
 )
-# What the extractive reader says when no passage answers (it quotes none then).
-NOT_FOUND_TEXTS = (*NO_EVIDENCE.values(), *NOT_ANSWERED.values())
+# How an answer says the knowledge base does not answer: the extractive reader's "no evidence" and
+# "no passage answers directly" (with or without the KB's name), a compound answer's part nothing
+# answers, shortcut C's reply. Matched by their stable phrases, so rewording the rest of a
+# sentence does not turn a refusal into an answer.
+NOT_FOUND = re.compile(
+    r"\b(?:not found|no evidence|none of (?:the|its) passages|nothing in the knowledge base)\b|没有找到|没有直接回答",
+    re.IGNORECASE,
+)
 
 Ask = Callable[[str], ChatResult]
 
@@ -266,12 +272,13 @@ def score_answer(
 
 def says_not_found(result: ChatResult) -> bool:
     """Whether the answer says the knowledge base does not answer the question: shortcut C (no
-    passage passed the gate), or an answer that cites no passage and says nothing answers."""
+    passage passed the gate), or an answer that cites no passage and says nothing answers (an
+    answer quoting a passage answers, whatever else it says)."""
     if result.shortcut == "C":
         return True
     if any(c.get("chunk_id") for c in result.citations):
         return False
-    return any(text in result.answer for text in NOT_FOUND_TEXTS)
+    return NOT_FOUND.search(result.answer) is not None
 
 
 def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:

@@ -100,6 +100,11 @@ def _unanswerable(question: str = "What p99 latency does the pipeline target?") 
     (_result(f"(Extractive answer.)\n\n{NOT_ANSWERED['en']} The closest are in: a.md."), True),
     (_result(f"（抽取式回答）\n\n{NO_EVIDENCE['zh']}"), True),
     (_result("The pipeline targets under 2 s for retrieval. [1]", cited=True), False),
+    (_result("Not found in the knowledge base “seeds”: none of its passages answers this question directly."), True),
+    (_result("知识库「seeds」中没有找到直接回答这个问题的内容。"), True),
+    (_result("**1. How many GPUs?**\n\nNothing in the knowledge base answers this part: How many GPUs?"), True),
+    # An answer that quotes nothing and does not say so is not a refusal.
+    (_result("The cluster has eight GPUs."), False),
     # Quoting a passage is answering, whatever else the answer says.
     (_result(f"{NOT_ANSWERED['en']} Stage 6 takes <2s. [1]", cited=True), False),
 ])  # fmt: skip
@@ -250,7 +255,7 @@ def test_seeds_eval_ingests_both_forms_scores_the_set_and_writes_a_report(alice,
         kb = KnowledgeBase.objects.get(slug=f"seeds-{form}")
         assert sorted(kb.documents.values_list("name", flat=True)) == [f"breaker.{form}", f"fusion.{form}"]
         assert kb.golden_sets.get().questions.count() == 4
-        assert f"seeds-{form}: 2 of 2 files ingested" in out
+        assert f"seeds-{form}: 2 of 2 files ingested, embedder hashing-1024" in out
     assert EvaluationRun.objects.filter(mode="answers").count() == 2
     for metric in ("keyword_pass_en", "keyword_pass_zh", "keyword_pass_two_doc", "unanswerable_said_so"):
         assert re.search(rf"{metric}\s+\d\.\d{{4}}\s+\(n=\d\)", out), metric
