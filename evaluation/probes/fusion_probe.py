@@ -132,9 +132,9 @@ def probe_kb(
 
 def markdown(report: dict) -> str:
     head = f"{report['kb']} ({report['embedder']}, {report['questions']} questions)"
-    lines = [head, "| row | nDCG@10 | Recall@5 | Hit@5 | MRR@10 |", "| --- | --- | --- | --- | --- |"]
+    lines = [head, "| row | nDCG@10 | Recall@5 | Recall@10 | Hit@5 | MRR@10 |", "| --- | --- | --- | --- | --- | --- |"]
     for name, metrics in report["rows"].items():
-        values = " | ".join(f"{metrics[key]:.4f}" for key in ("ndcg@10", "recall@5", "hit@5", "mrr@10"))
+        values = " | ".join(f"{metrics[key]:.4f}" for key in ("ndcg@10", "recall@5", "recall@10", "hit@5", "mrr@10"))
         lines.append(f"| {name} | {values} |")
     return "\n".join(lines)
 
