@@ -82,13 +82,14 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def answer_table(title: str, evaluation) -> Table:
-    """An answer evaluation's rates, each with the number of questions it is taken over, and latency."""
+    """An answer evaluation's rates, each with how many it is taken over (questions; citations for
+    citation_valid), and latency."""
     from .answers import metric_counts
 
     counts = metric_counts(evaluation.outcomes)
     rows = [(metric, _figure(value), str(counts.get(metric, ""))) for metric, value in evaluation.metrics.items()]
     rows += [(f"{key} ms", f"{evaluation.latency_ms[key]:.1f}", str(len(evaluation.outcomes))) for key in ("p50", "p95")]
-    return Table(title, ("metric", "value", "questions"), tuple(rows))
+    return Table(title, ("metric", "value", "n"), tuple(rows))
 
 
 def _figure(value: float | None) -> str:
