@@ -328,3 +328,19 @@ def test_seeds_eval_cmrc_reports_the_share_of_answers_holding_a_gold_span(alice,
     assert re.search(r"answer holds a gold span: \d\.\d{4} \(2 questions\)", out)
     kb = KnowledgeBase.objects.get(slug="cmrc-gold-span")
     assert kb.documents.count() == 2 and GoldenQuestion.objects.filter(golden_set__kb=kb).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_answers_writes_its_report_and_prints_the_breakdowns(alice, seeds_dir, tmp_path):
+    _seeds_eval("--seeds", str(seeds_dir), "--set", str(tmp_path / "tiny.json"), "--user", "alice", "--as", "md")
+    report = tmp_path / "evaluate.md"
+    out = io.StringIO()
+
+    call_command("evaluate", "--kb", "seeds-md", "--answers", "--user", "alice", "--report", str(report), stdout=out)
+
+    assert re.search(r"keyword_pass_two_doc\s+\d\.\d{4}\s+\(n=1\)", out.getvalue())
+    assert re.search(r"unanswerable_said_so\s+\d\.\d{4}\s+\(n=1\)", out.getvalue())
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# Answers on seeds-md") and "- commit: `" in text
+    assert re.search(r"\| keyword_pass_en \| \d\.\d{4} \| 1 \|", text)
+    assert re.search(r"\| keyword_pass_zh \| \d\.\d{4} \| 2 \|", text)
