@@ -22,7 +22,7 @@ from agentic_rag.llm import get_llm
 
 from .analysis import analyze
 from .candidates import Candidate
-from .fusion import CROSS_LANG_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
+from .fusion import CROSS_LANG_TERMS, ONE_WAY_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
@@ -264,7 +264,7 @@ def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
 
 def _search_context(query, kb, params, backend, embedder, timer) -> SearchContext:
     if params.expand_cross_language:
-        terms = kb_term_map(kb.pk, kb.content_version, CROSS_LANG_TERMS)  # the KB's own translations too
+        terms = kb_term_map(kb.pk, kb.content_version, CROSS_LANG_TERMS, ONE_WAY_TERMS)  # the KB's own translations too
         variants = expand_query(query, terms, limit=params.max_expansions)
     else:
         variants = [query]

@@ -31,6 +31,7 @@ _ZH_THEN_EN = re.compile(
 _EN_THEN_ZH = re.compile(
     rf"(?<![A-Za-z0-9_.\-])([A-Za-z][A-Za-z0-9_\-]{{0,30}}(?:[ \t][A-Za-z][A-Za-z0-9_\-]{{0,30}}){{0,4}})[ \t]?[（(]([{_HAN}]{{2,10}})[)）]"
 )
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _FILE_SUFFIX = re.compile(r"\.(?:py|ts|tsx|js|jsx|go|rs|java|md|json|ya?ml|toml|sql|sh|html|css)$", re.I)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[\s_.\-]+")
@@ -61,12 +62,14 @@ def _pair(chinese: str, english: str, *, chinese_first: bool) -> tuple[str, str]
         words = _drop_leading_stop_words(words[-max(1, len(chinese) // CHARS_PER_ENGLISH_WORD):])
     if not words or not any(len(w) >= 3 and w.isalpha() for w in words) or len(words) > 5:
         return None
-    if all(w.lower() in ENGLISH_STOP_WORDS for w in words):
-        return None
+    if all(w.lower() in ENGLISH_STOP_WORDS for w in words) or _CONSTANT.fullmatch(english.strip(" `")):
+        return None  # a constant or environment variable (CHAT_TOOL_TIMEOUT_S) annotates, not translates
     said = sum(len(w) if w.isupper() and len(w) <= 5 else 1 for w in words)  # RAG says three words
     if chinese_first:
         # An acronym alone stands for its words (流式输出（SSE）); beside other words, for itself.
         zh = _trailing_words(chinese, said if len(words) == 1 else len(words))
+        if len(words) == 1 and words[0].isupper() and len(chinese) > CHARS_PER_ENGLISH_WORD * said:
+            return None  # "支持拖拽多文件上传（HTMX）": an acronym after a clause names its tool
     elif len(chinese) > CHARS_PER_ENGLISH_WORD * said:
         return None  # "AttributeError（这是刻意的强约束）" comments on the name, does not translate it
     else:
@@ -146,16 +149,21 @@ def store_term_pairs(document_id: int, kb_id: int, text: str) -> int:
     return len(rows)
 
 
-def kb_term_map(kb_id: int, content_version: int, builtin: Mapping[str, str]) -> Mapping[str, str]:
-    """builtin, then the KB's own Chinese → English terms that builtin lacks (see term_map).
+def kb_term_map(
+    kb_id: int, content_version: int, builtin: Mapping[str, str], also_known: Mapping[str, str] | None = None,
+) -> Mapping[str, str]:
+    """builtin, then the KB's own Chinese → English terms that neither builtin nor also_known
+    (the words expand_query translates one way) has (see term_map).
 
     Read once per version of the KB's content: a document's pairs are stored before it is
     published, which moves the version.
     """
-    return _kb_term_map(kb_id, content_version, tuple(builtin.items()))
+    return _kb_term_map(kb_id, content_version, tuple(builtin.items()), tuple((also_known or {}).items()))
 
 
 @lru_cache(maxsize=64)
-def _kb_term_map(kb_id: int, content_version: int, builtin: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
-    own = term_map(TermPair.objects.counts_for_kb(kb_id), dict(builtin))
+def _kb_term_map(
+    kb_id: int, content_version: int, builtin: tuple[tuple[str, str], ...], also_known: tuple[tuple[str, str], ...],
+) -> Mapping[str, str]:
+    own = term_map(TermPair.objects.counts_for_kb(kb_id), {**dict(also_known), **dict(builtin)})
     return MappingProxyType({**dict(builtin), **own})

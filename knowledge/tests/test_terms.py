@@ -98,3 +98,13 @@ def test_a_deleted_documents_pairs_leave_its_kb(kb):
     delete_document(document)
 
     assert not TermPair.objects.filter(kb=kb).exists()
+
+
+def test_a_constant_or_a_tool_named_after_a_clause_is_not_a_translation():
+    text = "工具出错或超时（CHAT_TOOL_TIMEOUT_S）时降级。页面支持拖拽多文件上传（HTMX），每行有按钮。"
+
+    assert not mine_term_pairs(text)
+
+
+def test_the_kb_map_leaves_words_that_are_translated_one_way_to_the_built_in_list():
+    assert term_map([("事件", "llm interrupted", 2)], {"事件": "event"}) == {}
