@@ -62,6 +62,7 @@ _ABBREVIATIONS = frozenset(
     ["e.g", "i.e", "u.s", "vs", "mr", "mrs", "ms", "dr", "prof", "fig", "figs", "no", "nos", "al", "approx", "cf", "st", "jr", "sr", "inc", "ltd", "co", "eq", "ref"]
 )
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_LEAD_IN_ENDS = (":", "：")
 
 
 def count_tokens(text: str) -> int:
@@ -158,7 +159,7 @@ class _Unit:
 def _units(text: str, packing: _Packing) -> list[_Unit]:
     """Return whole paragraphs, or the sentences of a paragraph larger than the max."""
     units: list[_Unit] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
+    for paragraph in _with_lead_ins(_PARAGRAPH_BREAK.split(text), packing):
         paragraph = paragraph.strip()
         unit = _Unit("\n\n", paragraph, packing.measure.size(paragraph), is_paragraph=True)
         if unit.text and unit.size <= packing.max:
@@ -166,6 +167,26 @@ def _units(text: str, packing: _Packing) -> list[_Unit]:
         elif unit.text:
             units += _sentence_units(unit, packing)
     return units
+
+
+def _with_lead_ins(paragraphs: list[str], packing: _Packing) -> list[str]:
+    """paragraphs, each that ends in a colon ("输出不同字段:") joined with the one it introduces
+    (a code block is a paragraph of its own) when the two fit in one chunk, so no cut parts them.
+
+    A joined pair is not joined again: each paragraph is copied at most once.
+    """
+    joined: list[str] = []
+    was_joined = False
+    for paragraph in paragraphs:
+        previous = joined[-1].strip() if joined and not was_joined else ""
+        was_joined = False
+        if previous.endswith(_LEAD_IN_ENDS) and paragraph.strip():
+            together = f"{previous}\n\n{paragraph.strip()}"
+            if packing.measure.size(together) <= packing.max:
+                joined[-1], was_joined = together, True
+                continue
+        joined.append(paragraph)
+    return joined
 
 
 def _sentence_units(paragraph: _Unit, packing: _Packing) -> list[_Unit]:

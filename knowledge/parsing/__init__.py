@@ -2,7 +2,7 @@
 
 One module per format (`text`, `markdown`, `html`, `pdf`, `docx`) turns bytes into blocks,
 headings and paragraphs; `sections` turns blocks into sections. `parse_document` picks the
-reader by file extension.
+reader by file extension; a .txt file written in Markdown is read as Markdown.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from .decoding import decode_text
 from .document import Block, Heading, HeadingLines, ParsedDocument, ParseError, Section
 from .docx import read_docx
 from .html import read_html
-from .markdown import markdown_heading_lines, read_markdown
+from .markdown import looks_like_markdown, markdown_blocks, markdown_heading_lines, read_markdown
 from .pdf import read_pdf
 from .sections import build_sections
-from .text import read_text, text_heading_lines
+from .text import text_blocks, text_heading_lines
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
     {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx"}
@@ -28,10 +28,23 @@ __all__ = [
     "decode_text", "heading_lines", "parse_document",
 ]
 
+
+def _read_txt(data: bytes) -> list[Block]:
+    """A .txt file's blocks: read as Markdown when it is written in Markdown (its headings then
+    make sections and chapters as in a .md file), else as plain text."""
+    text = decode_text(data)
+    return markdown_blocks(text) if looks_like_markdown(text) else text_blocks(text.splitlines())
+
+
+def _txt_heading_lines(text: str) -> HeadingLines:
+    """Where _read_txt found each heading of a .txt file's decoded text."""
+    return markdown_heading_lines(text) if looks_like_markdown(text) else text_heading_lines(text)
+
+
 _READERS: dict[str, Callable[[bytes], list[Block]]] = {
     ".md": read_markdown,
     ".markdown": read_markdown,
-    ".txt": read_text,
+    ".txt": _read_txt,
     ".html": read_html,
     ".htm": read_html,
     ".pdf": read_pdf,
@@ -41,7 +54,7 @@ _READERS: dict[str, Callable[[bytes], list[Block]]] = {
 _HEADING_LINES: dict[str, Callable[[str], HeadingLines]] = {
     ".md": markdown_heading_lines,
     ".markdown": markdown_heading_lines,
-    ".txt": text_heading_lines,
+    ".txt": _txt_heading_lines,
 }
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .decoding import decode_text
 from .document import Block, HeadingLines
 from .headings import markup_heading
-from .text import flush_paragraph
+from .text import SENTENCE_END, flush_paragraph
 
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
@@ -30,6 +30,7 @@ _INLINE = (
 _CODE_SPAN = re.compile(r"`([^`]+)`")
 _INLINE_MARKS = ("[", "**", "__")
 _QUOTE = re.compile(r"^\s*>\s?")
+MAX_SETEXT_CHARS = 80
 
 
 @dataclass
@@ -52,10 +53,12 @@ class _MarkdownReader:
         elif atx := atx_heading(line):
             flush_paragraph(self.paragraph, self.blocks)
             self._add_heading(*atx, self.line_number)
-        elif self.paragraph and (setext := _SETEXT.match(line)):
+        elif self.paragraph and (setext := _SETEXT.match(line)) and _is_setext_title(self.paragraph):
             text = " ".join(self.paragraph)
             self.paragraph.clear()  # a setext heading is the paragraph it underlines
             self._add_heading(1 if setext[1][0] == "=" else 2, text, self.paragraph_start)
+        elif self.paragraph and _SETEXT.match(line):
+            flush_paragraph(self.paragraph, self.blocks)  # a rule under a paragraph, not a title
         elif not line.strip() or _THEMATIC_BREAK.match(line):
             flush_paragraph(self.paragraph, self.blocks)
         elif not _TABLE_RULE.match(line):
@@ -80,6 +83,13 @@ class _MarkdownReader:
         if heading is not None:
             self.blocks.append(heading)
             self.heading_lines.append((first_line, self.line_number + 1))
+
+
+def _is_setext_title(paragraph: list[str]) -> bool:
+    """Whether a paragraph a rule underlines reads as a title: short, and not a sentence that has
+    ended ("…返回回答。" over "---" is a paragraph and a rule, as its writer meant)."""
+    text = " ".join(line.strip() for line in paragraph)
+    return len(text) <= MAX_SETEXT_CHARS and not text.endswith((*SENTENCE_END, "."))
 
 
 def atx_heading(line: str) -> tuple[int, str] | None:
@@ -122,7 +132,30 @@ def _strip_inline(text: str) -> str:
 
 
 def read_markdown(data: bytes) -> list[Block]:
-    return _read(decode_text(data)).blocks
+    return markdown_blocks(decode_text(data))
+
+
+def markdown_blocks(text: str) -> list[Block]:
+    """The blocks of decoded Markdown text."""
+    return _read(text).blocks
+
+
+def looks_like_markdown(text: str) -> bool:
+    """Whether text is written in Markdown: two ATX headings, a fenced block, or a table with its
+    rule row. One mark alone is not enough: a plain text may hold a "#" line or a "```"."""
+    headings = fences = 0
+    previous = ""
+    for line in text.splitlines():
+        if (atx := atx_heading(line)) is not None and atx[1]:
+            headings += 1
+        elif _FENCE.match(line):
+            fences += 1
+        elif "|" in line and "|" in previous and _TABLE_RULE.match(line):
+            return True
+        if headings >= 2 or fences >= 2:
+            return True
+        previous = line
+    return False
 
 
 def markdown_heading_lines(text: str) -> HeadingLines:

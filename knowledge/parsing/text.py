@@ -6,11 +6,10 @@ import re
 from collections.abc import Iterable
 from itertools import pairwise
 
-from .decoding import decode_text
 from .document import Block, Heading, HeadingLines
 from .headings import Numbered, parse_numbered
 
-_SENTENCE_END = tuple("。！？!?；;：:，,、")
+SENTENCE_END = tuple("。！？!?；;：:，,、")  # a line ending in one of these is not a heading
 _TOC_LEADER = re.compile(r"\.{4,}|…{2,}|·{4,}|\s\d+$")
 _MAX_NUMBER_GAP = 3
 
@@ -18,7 +17,7 @@ _MAX_NUMBER_GAP = 3
 def text_heading(line: str) -> Numbered | None:
     """Return the numbering of a short line that reads as a numbered heading."""
     line = line.strip()
-    if not 2 <= len(line) <= 40 or line.endswith(_SENTENCE_END) or _TOC_LEADER.search(line):
+    if not 2 <= len(line) <= 40 or line.endswith(SENTENCE_END) or _TOC_LEADER.search(line):
         return None
     numbered = parse_numbered(line)
     if numbered is None or numbered.is_list_like or "|" in numbered.title:
@@ -141,11 +140,7 @@ def flush_paragraph(paragraph: list[str], blocks: list[Block]) -> None:
     paragraph.clear()
 
 
-def read_text(data: bytes) -> list[Block]:
-    return text_blocks(decode_text(data).splitlines())
-
-
 def text_heading_lines(text: str) -> HeadingLines:
-    """The lines of decoded plain text that read_text takes as headings (one line each)."""
+    """The lines of decoded plain text that text_blocks takes as headings (one line each)."""
     numbered = numbered_lines(text.splitlines())
     return HeadingLines(0, tuple((line, line + 1) for line, heading in enumerate(numbered) if heading is not None))
