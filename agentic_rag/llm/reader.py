@@ -13,6 +13,8 @@ scored by
 When no unit covers enough of the question, the reader says nothing answers, rather than
 quoting the closest noise. lead_in names the lead unit's section when its title says what the
 quoted units leave unsaid ("SQuAD format" over "This suits Chinese extractive QA sets").
+A lead-in ("输出不同字段:") is quoted with the first items of what it introduces, and an item
+with its lead-in; headings and lines of drawings are never quoted (see units.py).
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
-KEYED_ROW = 1.5  # how much more a table row counts when its first cell names the question's subject
+MAX_BLOCK_ITEMS = 6  # of a list, table or code block, quoted after the lead-in that introduces it
+KEYED_ROW = 1.5  # how much more a row or key-value line counts when its key names the question's subject
 MAX_LEAD_IN_CHARS = 40  # a section title longer than this is a sentence, not a name
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
 QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question heading to count in full
@@ -145,7 +148,7 @@ class _Scored:
     terms: frozenset[str]
     score: float
     coverage: float
-    keyed: bool = False  # a table row whose first cell the question names
+    keyed: bool = False  # a table row or key-value line whose key the question names
 
 
 def expected_answer_types(question: str) -> frozenset[str]:
@@ -179,8 +182,8 @@ class _Located:
     # When the section title is a question (an FAQ's "How many stages are there?"), the terms it
     # asks about; its body is its answer ("8: S1 memory, S2 rewrite, …") and need not repeat them.
     asks: frozenset[str] = frozenset()
-    # A table row whose first cell the question names as written ("…answers 429?", "fusion_agent
-    # 会同时跑…"): the row the table keeps for what was asked.
+    # A table row whose first cell, or a key-value line whose key ("rrf_k: 60"), the question
+    # names as written ("…answers 429?", "fusion_agent 会同时跑…"): the fact kept for what was asked.
     keyed: bool = False
 
 
@@ -243,7 +246,7 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         before: frozenset[str] = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
-            keyed = unit.kind == "row" and names(unit.key)
+            keyed = bool(unit.key) and names(unit.key)
             located.append(_Located(passage, unit, terms, section, before, asks, keyed))
             before = terms
     return located
@@ -277,6 +280,8 @@ def _ask(
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
     """A unit's score: its coverage of the question, then what makes it more or less an answer."""
+    if not item.unit.is_answer:
+        return _Scored(item.passage, item.unit, item.terms, 0.0, 0.0)
     untranslated = UNTRANSLATED_SHARE if asked.language == "zh" and not has_cjk(item.unit.text) else 1.0
     coverage = max(
         _coverage(q, item.terms, item.section, asked.weights, _section_share(q, item, asked), untranslated)
@@ -386,11 +391,14 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
         chosen.append(candidate)
         covered |= candidate.terms
         used += len(candidate.unit.text)
+    if not chosen:  # the lead scores below the companions' bar: no unit answers well enough
+        return []
     # "How does the five-factor scorer rank?" is answered by its table even when a sentence
     # elsewhere shares a word more: a row among the best three brings its whole table.
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
     table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
     chosen = table or _with_antecedents(_with_follow_on(chosen, scored, types, wants_code), scored)
+    chosen = _with_blocks(chosen, scored, options.max_chars)
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
 
 
@@ -428,6 +436,46 @@ def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: fro
     if wants_code and after.unit.is_code and not best.unit.is_code:
         return [best, after, *[s for s in chosen[1:] if s is not after]][:3]
     return chosen
+
+
+def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: int) -> list[_Scored]:
+    """The lead-in that leads the answer with the first items of the block it introduces ("5 个
+    处理器链式执行:" and the processors), and each chosen item, row or code line with its lead-in
+    before it.
+
+    An item stays a precise answer ("rrf_k: 60"): only its lead-in joins it, as does a lead-in
+    chosen as its companion. A lead-in's items are taken in order while they fit in max_chars,
+    so a long list is quoted from its start.
+    """
+    blocks: dict[tuple[int, int], list[_Scored]] = {}
+    for s in scored:
+        if s.unit.block >= 0:
+            blocks.setdefault((id(s.passage), s.unit.block), []).append(s)
+    out: list[_Scored] = []
+    taken: set[int] = set()
+    picked = {id(s) for s in chosen}
+    used = sum(len(s.unit.text) for s in chosen)
+
+    def take(s: _Scored) -> None:
+        if id(s) not in taken:
+            taken.add(id(s))
+            out.append(s)
+
+    for s in chosen:
+        block = blocks.get((id(s.passage), s.unit.block), [])
+        lead = block[0] if block and block[0].unit.is_lead_in and len(block) > 1 else None
+        if lead is not None and id(lead) not in taken:
+            used += 0 if id(lead) in picked else len(lead.unit.text)
+            take(lead)
+        if lead is s is chosen[0]:
+            for item in block[1 : 1 + MAX_BLOCK_ITEMS]:
+                if id(item) not in picked:
+                    if used + len(item.unit.text) > max_chars:
+                        break
+                    used += len(item.unit.text)
+                take(item)
+        take(s)
+    return out
 
 
 def _with_antecedents(chosen: list[_Scored], scored: Sequence[_Scored]) -> list[_Scored]:

@@ -5,6 +5,11 @@ alone, a row ("RRF | multi-source rank fusion, k = 60 | O(n log n)") loses what 
 mean and the header row says nothing at all, so `readable_text` writes each row with its
 header ("processor: RRF, rule: multi-source rank fusion, k = 60, cost: O(n log n)"). The
 citation check reads sources through the same function, so a quoted row verifies.
+
+Units also keep the text's structure: a lead-in ("5 个处理器链式执行:") and the list, table or
+code block it introduces share a block, so the reader quotes them together; a heading ("7.6 质量
+门控") or a line of a box drawing ("│ └─ 质量门控") is a unit only so that the reader knows what
+surrounds its neighbours, never an answer; rules ("---", "====") are not units at all.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAS_CJK = re.compile(f"[{_CJK}]")
@@ -54,6 +60,16 @@ _BARE_REPLY = re.compile(r"^(?:能|不能|可以|不可以|会|不会|是|不是
 # A run-in heading opens a paragraph or list item ("**Charts.** nDCG@10 … over the newest 12
 # runs", "**维护。** 只读索引扫描…"): a few words with a full stop, naming what follows.
 _RUN_IN_HEADING = re.compile(r"^(?:[A-Za-z][\w-]*(?:\s+[\w-]+)?\.|[\u4e00-\u9fff]{1,6}。)$")
+_BOX_DRAWING = re.compile("[\u2500-\u257f]")
+# A section's number, opening a line that is nothing more: "7.6 质量门控", "第三章 总则", "3.2"
+# (not a date: "2024.01 发布").
+_SECTION_NUMBER = re.compile(r"(?:第[\d一二三四五六七八九十百]++[章节篇部]|\d{1,2}+(?:\.\d{1,3}+)++\.?+|[一二三四五六七八九十]++[、．])")
+_CLAUSE_MARK = re.compile(r"[。！？!?；;：:，,]")
+_FENCE = re.compile(r"\s{0,3}(?:```|~~~)")
+MAX_HEADING_CHARS = 30  # a numbered line longer than this says something: it is not a bare heading
+MAX_KEY_CHARS = 20  # "rrf_k: 60", "超时：30 秒": a longer text before the colon is a clause, not a name
+LEAD_IN_ENDS = (":", "：")
+_PAIR_SEPARATOR = re.compile(r"，|,\s")
 
 
 @dataclass(frozen=True)
@@ -62,32 +78,91 @@ class Unit:
 
     text: str  # readable: Markdown stripped, a table row with its header
     position: int  # order within its evidence text
-    kind: str  # "sentence", "item" or "row"
+    kind: str  # "sentence", "item", "row", "heading" or "drawing"
     is_code: bool = False
     table: int = -1  # for a row: which table of its text (rows of one table share it)
-    key: str = ""  # for a row: its first cell, which names what the row is about ("cosine", "429")
+    # What the unit states a value of: a row's first cell ("cosine", "429"), the name before a
+    # colon in a key-value line ("rrf_k" in "rrf_k: 60"), or the first value of a line of pairs
+    # ("rrf_k" in "参数：rrf_k，值：60").
+    key: str = ""
+    # A lead-in and the list, table or code block it introduces share a block (-1: none).
+    block: int = -1
+    is_lead_in: bool = False
+
+    @property
+    def is_answer(self) -> bool:
+        """Whether the unit may be quoted on its own: not a heading, nor a line of a drawing."""
+        return self.kind not in ("heading", "drawing")
+
+
+class _Line(NamedTuple):
+    text: str
+    kind: str  # "row", "item", "line", "heading" or "drawing"
+    key: str
+    gap: bool  # a blank line (or a rule) comes before it
 
 
 def readable_text(text: str) -> str:
     """text with Markdown syntax stripped and each table row written with its header."""
-    return "\n".join(line for line, _, _ in _readable_lines(text))
+    return "\n".join(line.text for line in _readable_lines(text))
 
 
 def split_units(text: str) -> list[Unit]:
-    """The quotable units of an evidence text, in order."""
+    """The units of an evidence text, in order: sentences, items and rows to quote, and the
+    headings and drawing lines around them (see Unit.is_answer)."""
     units: list[Unit] = []
     tables, previous = -1, ""
-    for line, kind, key in _readable_lines(text):
-        if kind == "row" and previous != "row":
+    blocks = _Blocks()
+    for line in _readable_lines(text):
+        if line.kind == "row" and previous != "row":
             tables += 1
-        previous = kind
-        if kind == "row":
-            units.append(Unit(line, len(units), kind, is_code_like(line), tables, key))
+        previous = line.kind
+        block = blocks.enter(line)
+        if line.kind in ("row", "heading", "drawing"):
+            is_code = line.kind == "drawing" or is_code_like(line.text)
+            table = tables if line.kind == "row" else -1
+            units.append(Unit(line.text, len(units), line.kind, is_code, table, line.key, block))
             continue
-        for sentence in _join_leads(split_sentences(line)):
-            for piece, is_code in _command_then_prose(sentence):
-                units.append(Unit(piece, len(units), "item" if kind == "item" else "sentence", is_code))
+        pieces = [piece for sentence in _join_leads(split_sentences(line.text)) for piece in _command_then_prose(sentence)]
+        lead_block = blocks.open_after(line, pieces[-1][1]) if pieces else -1
+        kind = "item" if line.kind == "item" else "sentence"
+        for n, (piece, is_code) in enumerate(pieces):
+            is_lead_in = n == len(pieces) - 1 and lead_block >= 0
+            units.append(Unit(
+                piece, len(units), kind, is_code, key=line.key if n == 0 else "",
+                block=lead_block if is_lead_in else block, is_lead_in=is_lead_in,
+            ))
     return units
+
+
+class _Blocks:
+    """Which lead-in's block each line belongs to, read line by line.
+
+    A line ending in a colon opens a block; the lines after it join it, across one blank line
+    right after the lead-in (a code block is its own paragraph), up to the next blank line, a
+    heading or another lead-in.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.current = -1
+        self.taken = 0
+
+    def enter(self, line: _Line) -> int:
+        """The block a line joins (-1: none)."""
+        if self.current >= 0 and (line.kind == "heading" or (line.gap and self.taken)):
+            self.current = -1
+        if self.current >= 0:
+            self.taken += 1
+        return self.current
+
+    def open_after(self, line: _Line, is_code: bool) -> int:
+        """The block a lead-in line opens (-1 if it is not one); it closes the block it was in."""
+        if is_code or line.kind not in ("line", "item") or not line.text.endswith(LEAD_IN_ENDS):
+            return -1
+        self.current, self.taken = self.count, 0
+        self.count += 1
+        return self.current
 
 
 def _command_then_prose(sentence: str) -> list[tuple[str, bool]]:
@@ -251,37 +326,77 @@ def text_language(text: str) -> str:
     return "zh" if cjk >= 10 or 3 * cjk >= len(_LATIN_LETTERS.findall(text)) else "en"
 
 
-def _readable_lines(text: str) -> Iterator[tuple[str, str, str]]:
-    """(line, kind, key) triples: kind is "row" for a table row, "item" for a list item, else
-    "line"; key is a row's first cell."""
+def _readable_lines(text: str) -> Iterator[_Line]:
+    """The lines of text as the reader reads them: table rows with their header, list items,
+    headings, drawing lines and other lines, Markdown stripped; rules and blank lines only mark
+    a gap before the next line."""
     lines = text.splitlines()
-    i = 0
+    i, gap, fenced = 0, False, False
     while i < len(lines):
         width = _cell_count(lines[i])
         end = i + 1
         while width >= 2 and end < len(lines) and (_cell_count(lines[end]) == width or TABLE_SEPARATOR.match(lines[end])):
             end += 1
         if width >= 2 and end - i >= 2:
-            yield from _table_rows(lines[i:end])
-            i = end
+            for n, (row, key) in enumerate(_table_rows(lines[i:end])):
+                yield _Line(row, "row", key, gap and n == 0)
+            i, gap = end, False
             continue
         line = lines[i]
         i += 1
-        if TABLE_SEPARATOR.match(line) or not line.strip():
+        if _FENCE.match(line):
+            fenced, gap = not fenced, True
+            continue
+        if TABLE_SEPARATOR.match(line) or _is_rule(line) or not line.strip():
+            gap = True
             continue
         kind = "item" if LIST_MARK.match(line) else "line"
         cleaned = strip_markdown(LIST_MARK.sub("", line))
-        if width >= 2:  # a lone row: its cells, without the pipes
-            cleaned = ", ".join(table_cells(cleaned))
+        key = ""
+        if width >= 2:  # a lone row: its cells, without the pipes; "| rrf_k | 60 |" states rrf_k
+            cells = table_cells(cleaned)
+            cleaned, key = ", ".join(cells), cells[0] if width == 2 else ""
         if cleaned:
-            yield cleaned, kind, ""
+            kind = _line_kind(line, cleaned, kind, fenced)
+            yield _Line(cleaned, kind, key or (_key_of(cleaned) if kind in ("line", "item") else ""), gap)
+            gap = False
 
 
-def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
+def _is_rule(line: str) -> bool:
+    """Whether a line only draws a rule: "---", "* * *", "=====", "+----+"."""
+    marks = "".join(line.split())
+    return len(marks) >= 3 and not marks.strip("-=*_~+|:#")
+
+
+def _line_kind(line: str, cleaned: str, kind: str, fenced: bool) -> str:
+    """"drawing" for a line of a box drawing, "heading" for a bare heading, else kind."""
+    if _BOX_DRAWING.search(cleaned):
+        return "drawing"
+    if fenced or kind != "line":
+        return kind
+    if _HEADING_MARK.match(line):
+        return "heading"
+    numbered = _SECTION_NUMBER.match(cleaned)
+    bare = numbered and len(cleaned) <= MAX_HEADING_CHARS and not _CLAUSE_MARK.search(cleaned, numbered.end())
+    return "heading" if bare else kind
+
+
+def _key_of(line: str) -> str:
+    """What a key-value line states a value of: "rrf_k" in "rrf_k: 60" and in "参数：rrf_k，值：60";
+    "" for other lines."""
+    pairs = [part.partition("：" if "：" in part else ":") for part in _PAIR_SEPARATOR.split(line)]
+    if not all(colon and name.strip() and value.strip() and len(name) <= MAX_KEY_CHARS and len(name.split()) <= 3
+               for name, colon, value in pairs):
+        return ""
+    return pairs[0][2].strip() if len(pairs) >= 2 else pairs[0][0].strip()
+
+
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
+    """Each body row of a table, written with its header, and its first cell."""
     rows = [table_cells(strip_markdown(line)) for line in lines if not TABLE_SEPARATOR.match(line)]
     if not _is_header(rows[0]):  # a chunk cut from the middle of a table: rows without names
         for row in rows:
-            yield ", ".join(cell for cell in row if cell), "row", row[0]
+            yield ", ".join(cell for cell in row if cell), row[0]
         return
     header, body = rows[0], rows[1:]
     # "，" not "；": the citation check reads a sentence as ending at "；".
@@ -289,7 +404,7 @@ def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
     for row in body:
         pairs = [f"{name}{colon}{cell}" if name and name != "#" else cell for name, cell in zip(header, row, strict=False) if cell]
         if pairs:
-            yield joiner.join(pairs), "row", row[0] if row else ""
+            yield joiner.join(pairs), row[0] if row else ""
 
 
 def _is_header(cells: list[str]) -> bool:

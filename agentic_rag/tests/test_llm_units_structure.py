@@ -1,0 +1,164 @@
+"""Units keep a text's structure: a lead-in with what it introduces, rows with their header,
+key-value lines as facts; headings, drawings and rules are never an answer on their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
+from agentic_rag.llm.reader import Passage, read
+from agentic_rag.llm.units import readable_text, split_units
+
+PROCESSORS = """## 4.3 后处理
+检索结果经过 4 个处理器依次执行:
+- 去重：按内容哈希去掉重复片段
+- 融合：RRF 合并两路排名
+- 扩窗：补上相邻片段
+- 截断：控制总长度
+
+后处理之后进入提示词组装。"""
+
+LAYOUT = """### 9.1 目录结构
+```
+server/
+│ ├─ router.py
+│ │ └─ 质量门控(quality_gate.py)
+└─ worker.py
+```
+---
+====
+****
+路由模块负责把请求分给检索 Worker。"""
+
+FIELDS = """The summary endpoint returns different fields by mode:
+
+```
+{"mode": "brief", "text": "..."}
+{"mode": "full", "text": "...", "sources": []}
+```
+
+Each field is optional."""
+
+
+def answer_of(question: str, *documents: tuple[str, str]) -> str:
+    """The extractive answer's body for documents given as (section, text), numbered from 1."""
+    elements = "".join(
+        f'<document id="{n}" doc="d{n}.md" section="{section}">{text}</document>'
+        for n, (section, text) in enumerate(documents, 1)
+    )
+    messages = [Message("user", f"<documents>{elements}</documents><question>{question}</question>")]
+    return ExtractiveProvider().complete(messages, CompletionOptions()).text.split("\n\n", 1)[1]
+
+
+def kinds(text: str) -> list[tuple[str, str]]:
+    return [(u.kind, u.text) for u in split_units(text)]
+
+
+def test_a_lead_in_and_the_list_it_introduces_share_a_block():
+    units = split_units(PROCESSORS)
+    lead = next(u for u in units if u.text.endswith(":"))
+    block = [u.text for u in units if u.block == lead.block]
+    assert lead.is_lead_in and block[0] == lead.text
+    assert block[1:] == ["去重：按内容哈希去掉重复片段", "融合：RRF 合并两路排名", "扩窗：补上相邻片段", "截断：控制总长度"]
+    # The paragraph after the blank line is not part of the list.
+    assert next(u for u in units if u.text.startswith("后处理之后")).block == -1
+
+
+def test_a_lead_in_takes_the_code_block_after_a_blank_line():
+    units = split_units(FIELDS)
+    lead = units[0]
+    assert lead.is_lead_in
+    assert [u.text for u in units if u.block == lead.block][1:] == [
+        '{"mode": "brief", "text": "..."}', '{"mode": "full", "text": "...", "sources": []}',
+    ]
+    assert units[-1].text == "Each field is optional." and units[-1].block == -1
+
+
+def test_a_line_ending_in_a_colon_with_nothing_after_it_opens_no_block_of_another_section():
+    units = split_units("配置如下:\n## 5.1 其他\n另一节的内容。")
+    assert [u.block for u in units[1:]] == [-1, -1]
+    assert units[1].kind == "heading"
+
+
+def test_headings_section_numbers_drawings_and_rules_are_not_answers():
+    found = kinds(LAYOUT)
+    assert ("heading", "9.1 目录结构") in found
+    assert ("drawing", "│ │ └─ 质量门控(quality_gate.py)") in found
+    assert not any(text in ("---", "====", "****", "") for _, text in found)
+    assert [u.is_answer for u in split_units(LAYOUT)][-1] is True
+    assert [kind for kind, _ in kinds("7.6 质量门控\n3.2\n第三章 总则")] == ["heading"] * 3
+    # A numbered line that says something is a sentence, and a numbered item is an item.
+    assert kinds("2.5 秒后重试，最多三次。")[0][0] == "sentence"
+    assert kinds("1. 单向依赖: 上层只依赖下层")[0][0] == "item"
+
+
+def test_a_hash_line_inside_a_fence_is_code_not_a_heading():
+    units = split_units("```\n# start the worker\ncelery -A app worker\n```")
+    assert [u.kind for u in units] == ["sentence", "sentence"]
+
+
+def test_key_value_lines_and_rows_name_what_they_state():
+    assert [u.key for u in split_units("rrf_k: 60\n参数：rrf_k，值：60\n超时：30 秒")] == ["rrf_k", "rrf_k", "超时"]
+    lone = split_units("| rrf_k | 60 |")
+    assert [(u.key, u.text) for u in lone] == [("rrf_k", "rrf_k, 60")]
+    # Prose with a colon in it is not a key-value line.
+    assert split_units("The gate refuses evidence when its score is low: below 0.3 it asks again.")[0].key == ""
+
+
+def test_rows_are_read_with_their_header():
+    text = "| 参数 | 值 | 说明 |\n| --- | --- | --- |\n| rrf_k | 60 | 融合常数 |\n| top_k | 8 | 返回条数 |"
+    rows = [u for u in split_units(text) if u.kind == "row"]
+    assert [u.text for u in rows] == ["参数：rrf_k，值：60，说明：融合常数", "参数：top_k，值：8，说明：返回条数"]
+    assert [u.key for u in rows] == ["rrf_k", "top_k"]
+
+
+def test_rules_are_left_out_of_the_readable_text_but_headings_and_drawings_stay():
+    text = readable_text(LAYOUT)
+    assert "9.1 目录结构" in text and "└─ 质量门控" in text
+    assert "====" not in text and "****" not in text
+
+
+def test_a_lead_in_is_quoted_with_the_list_it_introduces():
+    body = answer_of("后处理有几个处理器？", ("4.3 后处理", PROCESSORS))
+    assert body.startswith("检索结果经过 4 个处理器依次执行:")
+    for item in ("去重", "融合", "扩窗", "截断"):
+        assert item in body
+
+
+def test_an_item_is_quoted_with_its_lead_in_and_stays_precise():
+    from knowledge.analysis import analyze
+
+    reading = read("扩窗处理器做什么？", [Passage("1", PROCESSORS, 0, "4.3 后处理")], tokenize=analyze)
+    texts = [p.unit.text for p in reading.picks]
+    assert texts[:2] == ["检索结果经过 4 个处理器依次执行:", "扩窗：补上相邻片段"]
+    assert "截断：控制总长度" not in texts
+
+
+def test_a_long_block_is_quoted_from_its_start_within_the_length_cap():
+    items = "\n".join(f"- 第{n}项：这一项说明了处理流程中的一个具体步骤，并给出它的默认参数与适用范围" for n in range(1, 21))
+    text = f"处理流程共有二十个步骤:\n{items}"
+    reading = read("处理流程共有多少个步骤？", [Passage("1", text, 0, "流程")], tokenize=lambda t: list(t))
+    texts = [p.unit.text for p in reading.picks]
+    assert texts[0] == "处理流程共有二十个步骤:"
+    assert texts[1].startswith("第1项") and len(texts) < 21
+    assert sum(len(t) for t in texts) <= 600
+
+
+@pytest.mark.parametrize(
+    ("question", "text"),
+    [
+        ("质量门控在哪个文件？", "### 7.6 质量门控\n│ │ └─ 质量门控(quality_gate.py)"),
+        ("What is in section 3.2?", "## 3.2\n3.2 Quality gate"),
+    ],
+)
+def test_a_heading_or_a_drawing_line_alone_is_never_the_answer(question, text):
+    body = answer_of(question, ("结构", text))
+    assert "[1]" not in body
+
+
+def test_a_key_value_line_whose_key_the_question_names_answers_it():
+    from knowledge.analysis import analyze
+
+    text = "融合参数说明如下。\nrrf_k: 60\n融合时两路结果按排名倒数相加，参数越大排名差异的影响越小。"
+    reading = read("rrf_k 的默认值是多少？", [Passage("1", text, 0, "融合")], tokenize=analyze)
+    assert reading.picks[0].unit.text == "rrf_k: 60"
