@@ -33,6 +33,7 @@ def _tasks_run_inline(settings):
     # models ask for them by name.
     settings.EMBEDDER = "hashing-1024"
     settings.EMBEDDER_UPGRADE = ""
+    settings.READER_ENCODER = ""  # tests that need the sentence encoder set it
     # Tests fire requests faster than people do; the rate-limit tests switch limits on.
     settings.RATE_LIMIT_GLOBAL_QPS = settings.RATE_LIMIT_USER_QPS = settings.RATE_LIMIT_SESSION_QPS = 0
 

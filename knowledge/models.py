@@ -449,3 +449,22 @@ class TermPair(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chinese} = {self.english}"
+
+
+class UnitVector(models.Model):
+    """A sentence encoder's vector of one unit (sentence, item, row) of a document, by its text's
+    hash: encoded at ingestion, so the reader compares a question with units without encoding them."""
+
+    document = models.ForeignKey(Document, models.CASCADE, related_name="unit_vectors")
+    encoder = models.CharField(max_length=64)
+    key = models.CharField(max_length=40)  # agentic_rag.embeddings.text_key of the unit's text
+    vector = models.BinaryField()  # float16
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "encoder", "key"], name="unit_vector_unique_per_document"),
+        ]
+        indexes = [models.Index(fields=["encoder", "key"], name="unit_vector_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}:{self.encoder}:{self.key[:8]}"

@@ -264,7 +264,7 @@ def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
 
 def _search_context(query, kb, params, backend, embedder, timer) -> SearchContext:
     if params.expand_cross_language:
-        terms = kb_term_map(kb.pk, kb.content_version, CROSS_LANG_TERMS, ONE_WAY_TERMS)  # the KB's own translations too
+        terms = kb_term_map(kb.pk, CROSS_LANG_TERMS, ONE_WAY_TERMS)  # the KB's own translations too
         variants = expand_query(query, terms, limit=params.max_expansions)
     else:
         variants = [query]

@@ -150,20 +150,18 @@ def store_term_pairs(document_id: int, kb_id: int, text: str) -> int:
 
 
 def kb_term_map(
-    kb_id: int, content_version: int, builtin: Mapping[str, str], also_known: Mapping[str, str] | None = None,
+    kb_id: int, builtin: Mapping[str, str], also_known: Mapping[str, str] | None = None,
 ) -> Mapping[str, str]:
     """builtin, then the KB's own Chinese → English terms that neither builtin nor also_known
-    (the words expand_query translates one way) has (see term_map).
-
-    Read once per version of the KB's content: a document's pairs are stored before it is
-    published, which moves the version.
-    """
-    return _kb_term_map(kb_id, content_version, tuple(builtin.items()), tuple((also_known or {}).items()))
+    (the words expand_query translates one way) has (see term_map)."""
+    rows = tuple(TermPair.objects.counts_for_kb(kb_id))
+    return _kb_term_map(rows, tuple(builtin.items()), tuple((also_known or {}).items()))
 
 
+# One small query a search; the map is built again only when the KB's pairs change.
 @lru_cache(maxsize=64)
 def _kb_term_map(
-    kb_id: int, content_version: int, builtin: tuple[tuple[str, str], ...], also_known: tuple[tuple[str, str], ...],
+    rows: tuple[tuple[str, str, int], ...], builtin: tuple[tuple[str, str], ...], also_known: tuple[tuple[str, str], ...],
 ) -> Mapping[str, str]:
-    own = term_map(TermPair.objects.counts_for_kb(kb_id), {**dict(also_known), **dict(builtin)})
+    own = term_map(rows, {**dict(also_known), **dict(builtin)})
     return MappingProxyType({**dict(builtin), **own})

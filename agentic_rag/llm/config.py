@@ -102,8 +102,23 @@ def build_llm(
         providers,
         functools.partial(CircuitBreaker, config.breaker),
         retry,
-        fallback=ExtractiveProvider(tokenize, expand=expand),
+        fallback=ExtractiveProvider(tokenize, expand=expand, encoder=_reader_encoder()),
     )
+
+
+def _reader_encoder():  # -> EncoderSimilarity | None
+    """The extractive reader's sentence encoder (settings.READER_ENCODER), reading the vectors
+    ingestion kept; None when it is off or not installed."""
+    from django.conf import settings
+
+    from agentic_rag.embeddings import reader_encoder
+
+    name = getattr(settings, "READER_ENCODER", "")
+    if not name:
+        return None
+    from knowledge.meaning import UnitVectorStore
+
+    return reader_encoder(UnitVectorStore(), name)
 
 
 _router: tuple[int, ModelRouter] | None = None

@@ -132,11 +132,13 @@ class ExtractiveProvider:
         *,
         similarity: Similarity | None = None,
         expand: Expand | None = None,
+        encoder: Similarity | None = None,
     ):
         self._tokenize = tokenize or simple_tokenize
         self._options = options
         self._similarity = similarity or feature_cosine
         self._expand = expand
+        self._encoder = encoder  # a multilingual sentence encoder's similarity (reader.read)
         self._disclaimer = DISCLAIMER
 
     def after_failure(self, how: str = "failed") -> ExtractiveProvider:
@@ -158,7 +160,7 @@ class ExtractiveProvider:
         documents = [e for e in evidence if not (e.from_tool or e.from_memory)]
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
-                       expand=self._expand, options=self._options)
+                       expand=self._expand, options=self._options, encoder=self._encoder)
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
         quoted += [(pick.unit.text, pick.doc_id) for pick in reading.picks]
         # A recalled fact was chosen for this question already (chat.facts): quoted whole, after the sources.

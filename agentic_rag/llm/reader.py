@@ -9,6 +9,9 @@ scored by
   glued to its version ("python3") also counts as the name;
 - novelty: a unit that only repeats the question's words answers nothing;
 - the embedder's similarity to the question, and the rank of its evidence (top first);
+- with an encoder (a multilingual sentence encoder, injected), its similarity to the question:
+  added to the score of every unit, and to the coverage of a unit not in the question's
+  language, whose words the question cannot share (an English question, a Chinese sentence);
 - commands and code lines are skipped unless the question asks for them.
 When no unit covers enough of the question, the reader says nothing answers, rather than
 quoting the closest noise. lead_in names the lead unit's section when its title says what the
@@ -88,6 +91,8 @@ QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question
 # How much a question's Chinese term counts in the coverage of a unit with no Chinese
 # (see _coverage), as in the chat's evidence gate.
 UNTRANSLATED_SHARE = 0.5
+MEANING_COVERAGE = 0.5  # of the question's term weight, that a unit in the other language meaning all of it covers
+MEANING_SCORE = 0.2  # added to any unit's score for meaning all of the question (as the lexical similarity's)
 LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
@@ -122,6 +127,10 @@ class ReaderOptions:
     min_coverage: float = 0.2
     companion_ratio: float = 0.65  # a second or third unit must score this share of the best
     rank_decay: float = 0.15
+    # How an encoder's cosine reads as meaning (see _meaning): below meaning_floor, as unrelated
+    # texts score against a question; meaning_floor + meaning_span and above, a paraphrase.
+    meaning_floor: float = 0.2
+    meaning_span: float = 0.3
 
 
 DEFAULT_OPTIONS = ReaderOptions()
@@ -168,6 +177,7 @@ class _Asked:
     similarity: Similarity | None
     options: ReaderOptions
     language: str = "en"
+    encoder: Similarity | None = None
 
 
 @dataclass(frozen=True)
@@ -195,18 +205,22 @@ def read(
     similarity: Similarity | None = None,
     expand: Expand | None = None,
     options: ReaderOptions = DEFAULT_OPTIONS,
+    encoder: Similarity | None = None,
 ) -> Reading:
     """Choose the units of passages that answer question, best first.
 
     A compound question ("何时打开？半开时做什么？") is read once whole, then once per part,
-    each part adding its best unit, so every part gets an answer.
+    each part adding its best unit, so every part gets an answer. encoder, when given, is a
+    sentence encoder's similarity; one with a prepare(texts) method gets every text at once.
     """
     tokenize = _with_names_of_versions(tokenize)
     located = _locate(passages, tokenize, question)
     weights = _idf([item.terms for item in located])
+    if encoder is not None and hasattr(encoder, "prepare"):
+        encoder.prepare([question, *_parts(question), *(item.unit.text for item in located)])
 
     def read_one(text: str) -> list[Pick]:
-        asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
+        asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options, encoder=encoder)
         return _compose([_score(asked, item) for item in located], asked)
 
     picks = read_one(question)
@@ -269,13 +283,14 @@ def _names_in(question: str) -> Callable[[str], bool]:
 def _ask(
     question: str, weights: Counter[str], *,
     tokenize: Tokenize, similarity: Similarity | None, expand: Expand | None, options: ReaderOptions,
+    encoder: Similarity | None = None,
 ) -> _Asked:
     types = expected_answer_types(question)
     subject = _ANSWER_KIND_WORDS.sub(" ", question) if "identifier" in types else question
     variants = [set(tokenize(q)) for q in (expand(subject) if expand else [subject])]
     variants = [terms for terms in variants if terms] or [set()]
     wants_code = _ASKS_FOR_CODE.search(question) is not None
-    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question))
+    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question), encoder)
 
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
@@ -291,6 +306,11 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     # answers "混合检索的权重" with its second sentence, which names neither.
     context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
     coverage = min(1.0, coverage + CONTEXT_SHARE * context)
+    meaning = _meaning(asked, item.unit.text)
+    if meaning and _language_of(item.unit.text, asked) != asked.language:
+        # The words of a question in the other language are not the unit's to share: what it
+        # means stands in for them, beside the names and numbers both still share.
+        coverage = min(1.0, coverage + MEANING_COVERAGE * meaning)
     if len(item.asks) >= 2 and any(item.asks <= q for q in asked.variants):
         # Under an FAQ entry that asks a narrower form of the question ("文档状态有哪些？" for
         # "文档在摄取过程中会经历哪些状态？"): its answer covers the question's subject.
@@ -298,8 +318,26 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     score = coverage * _fitness(asked, item)
     if asked.similarity is not None:
         score += 0.2 * max(0.0, asked.similarity(asked.text, item.unit.text))
+    score += MEANING_SCORE * meaning
     score /= 1 + asked.options.rank_decay * item.passage.rank
     return _Scored(item.passage, item.unit, item.terms, score, coverage, item.keyed)
+
+
+def _meaning(asked: _Asked, text: str) -> float:
+    """The encoder's similarity of text to the question, from 0 (no more than unrelated texts
+    reach) to 1 (a close paraphrase); 0 without an encoder."""
+    if asked.encoder is None:
+        return 0.0
+    floor, span = asked.options.meaning_floor, asked.options.meaning_span
+    return min(1.0, max(0.0, (asked.encoder(asked.text, text) - floor) / span))
+
+
+def _language_of(text: str, asked: _Asked) -> str:
+    """zh or en as the question counts it: for a Chinese question, text mostly in Chinese; for
+    an English one, any Chinese at all (see _language_share)."""
+    if asked.language == "zh":
+        return "zh" if text_language(text) == "zh" else "en"
+    return "zh" if has_cjk(text) else "en"
 
 
 def _fitness(asked: _Asked, item: _Located) -> float:
