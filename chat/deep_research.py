@@ -47,6 +47,7 @@ from .agent_support import (
     the_kb,
     worker_output,
 )
+from .pipeline.compound import split_question
 from .pipeline.stages import evidence_coverage
 from .web import WebFindings, WebSearcher, web_search_config
 
@@ -120,7 +121,11 @@ def judge(subs: list[SubQuestion], llm: Any) -> Verdict | None:
 
 
 def rule_decompose(question: str) -> list[str]:
-    """Cut a compound question into its parts; a simple one stays whole."""
+    """Cut a compound question into its parts (chat.pipeline.compound, else at its question marks
+    and conjunctions); a simple one stays whole."""
+    compound = split_question(question, analyze)
+    if compound:
+        return compound[:MAX_SUB_QUESTIONS]
     parts = [_LEADING_CONJUNCTION.sub("", p.strip(" ,，。")) for p in _SPLIT.split(question)]
     parts = [p for p in parts if len(analyze(p)) >= 2]
     return parts[:MAX_SUB_QUESTIONS] if len(parts) > 1 else [question]
@@ -137,6 +142,10 @@ def decompose(question: str, llm: Any) -> tuple[list[str], str]:
     listed = reply.get("sub_questions") if reply else None
     # The fallback chain turns prose into {"sub_questions": "<the text>"}: not a plan.
     subs = [s.strip() for s in listed if isinstance(s, str) and s.strip()] if isinstance(listed, list) else []
+    compound = split_question(question, analyze)
+    if len(subs) < len(compound):
+        # A question that asks two things is researched as two, whatever the model planned.
+        return compound[:MAX_SUB_QUESTIONS], "rules"
     if subs:
         return subs[:MAX_SUB_QUESTIONS], "model"
     return rule_decompose(question), "rules"
@@ -221,10 +230,15 @@ class DeepResearchWorker:
         open_subs = [s.text for s in subs if not s.answered]
         uncovered = f"after {rounds} round(s) the evidence does not cover: {'; '.join(open_subs)}" if open_subs else ""
         warnings = [warning for warning in (uncovered, llm.failure, *dict.fromkeys(web_warnings)) if warning]
-        return worker_output(
+        output = worker_output(
             combined_result(query, "deep_research", results, references, warnings=warnings, parts=[s.text for s in subs]),
             incomplete=uncovered,
         )
+        if len(subs) > 1:  # each sub-question's own evidence, for an answer part by part
+            output["parts_found"] = [
+                (s.text, combined_result(s.text, "deep_research", (), _ranked(s)[: params.top_k])) for s in subs
+            ]
+        return output
 
 
 def follow_ups(kb: KnowledgeBase, sub: SubQuestion, has_graph: bool) -> list[str]:

@@ -12,7 +12,10 @@ Event types and their `data`:
 - "first_token": {} with `ms` since the request started
 - "token": {text}
 - "citation": {n, doc, chunk_id, quote, verified}
-- "thinking", "round", "plan", "task", "report", "step": what a multi-step agent reports
+- "thinking", "round", "plan", "task", "report", "step": what a multi-step agent reports; a worker
+  searching one part of a compound question adds {part} to each
+- "part": {n, question, agent_type, evidence: [n], docs, found, reason}: one part of a compound
+  question (chat.pipeline.compound) and the evidence its answer quotes, or why it has none
 - "clarify": {kind: "scope"|"kb"|"pronoun"|"vague", reason, question, agent_type, choices: [{label, message, kb}]},
   the Clarifier asking instead of guessing (chat.clarifier); the run ends with shortcut A
 - "timeout": {node, timeout_ms, fallback}: a node or step (search, verify) ran past its timeout
@@ -44,6 +47,7 @@ EventType = Literal[
     "task",
     "report",
     "step",
+    "part",
     "timeout",
     "clarify",
     "final",

@@ -42,6 +42,7 @@ from .agent_support import (
     worker_output,
 )
 from .deep_research import SubQuestion, interleave, rule_decompose
+from .pipeline.compound import split_question
 from .pipeline.stages import evidence_coverage
 
 QUESTION_TYPES = ("comparative", "relational", "factual", "analytical", "procedural")
@@ -215,7 +216,10 @@ class PlanExecuteWorker:
         kb = the_kb(self.kb_slug, kb)
         llm = RunModel(llm if llm is not None else get_llm())
         emit = on_event or (lambda kind, data: None)
-        plan = model_plan(query, llm) or rule_plan(query)
+        plan = model_plan(query, llm)
+        if plan is None or len(_part_tasks(plan)) < len(split_question(query, analyze)):
+            # A question that asks two things gets a task for each, whatever the model planned.
+            plan = rule_plan(query)
         emit("plan", plan.as_event())
         tools = {
             "kb_search": search_params(kb, "hybrid", top_k=top_k, rerank=rerank),
@@ -227,9 +231,20 @@ class PlanExecuteWorker:
         emit("report", {"warnings": warnings, "references": len(references)})
         searches = [run.result for run in runs if run.result is not None]
         unfinished = [*plan.issues, *(f"task {r.task.task_id} {r.status}: {r.error}" for r in runs if r.status != "done")]
-        return worker_output(combined_result(
+        output = worker_output(combined_result(
             query, "plan_execute", searches, references, warnings=warnings, parts=[run.task.query for run in runs]
         ), incomplete="; ".join(unfinished))
+        part_runs = [run for run in runs if not run.task.depends_on]
+        if len(part_runs) > 1:  # each part's task and what it found, for an answer part by part
+            output["parts_found"] = [
+                (run.task.query, run.result or combined_result(run.task.query, "plan_execute", (), ())) for run in part_runs
+            ]
+        return output
+
+
+def _part_tasks(plan: PlanSpec) -> list[Task]:
+    """The tasks that each search for a part of the question (not the ones putting parts together)."""
+    return [task for task in plan.tasks if not task.depends_on]
 
 
 def execute(plan: PlanSpec, search: Callable[[Task], RetrievalResult], *, emit: OnEvent, timeout_s: float) -> list[TaskRun]:

@@ -131,10 +131,25 @@ class RagRunSpec:
     agent_type: str = DEFAULT_AGENT
     queries: tuple[str, ...] = ()
     agent_mode: str = AGENT_MODE
+    part: str = ""  # the part of a compound question this worker searches for ("" for the whole)
 
     @property
     def worker_name(self) -> str:
         return format_worker_name(self.kb_slug, self.agent_type, self.agent_mode)
+
+
+@dataclass(frozen=True)
+class PartFound:
+    """What was searched for one part of a compound question: the pipeline gates and answers it alone."""
+
+    question: str
+    results: tuple[RetrievalResult, ...]
+    agent_type: str = ""
+
+
+# Agents that cut a compound question into sub-questions or tasks of their own and report
+# what each found (worker output "parts_found"); the others get one worker per part.
+SELF_SPLITTING_AGENTS = frozenset({"deep_research_agent", "plan_execute_agent"})
 
 
 @dataclass
@@ -142,16 +157,25 @@ class FanOut:
     """What a plan's workers returned, in plan order; the pipeline merges it once."""
 
     results: list[RetrievalResult] = field(default_factory=list)
+    parts: list[PartFound] = field(default_factory=list)  # per part of a compound question, when searched so
     tool_results: list[Any] = field(default_factory=list)  # the tool calls an agent made (ToolResult)
     errors: list[str] = field(default_factory=list)  # "worker: why" for each that failed or timed out
     incomplete: list[str] = field(default_factory=list)  # why workers stopped short, failures included
 
 
-def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str]) -> list[RagRunSpec]:
+def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str], parts: Sequence[str] = ()) -> list[RagRunSpec]:
     """The workers to run: the chosen type; for "auto", graph_agent for a question about how
-    things relate (or what themes exist), else the default one."""
+    things relate (or what themes exist), else the default one.
+
+    A compound question (two `parts` or more, chat.pipeline.compound) gets one worker per part,
+    "auto" choosing for each part, except for the agents that split a question themselves:
+    they get it whole and report what each of their sub-questions or tasks found.
+    """
+    auto = agent_type in ("", "auto")
+    if len(parts) >= 2 and agent_type not in SELF_SPLITTING_AGENTS:
+        return [RagRunSpec(kb_slug, auto_agent(part) if auto else agent_type, (part,), part=part) for part in parts]
     chosen = agent_type
-    if agent_type in ("", "auto"):
+    if auto:
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
     if chosen in ("deep_research_agent", "plan_execute_agent", "react_agent", "fusion_agent"):
         # It decomposes and rephrases the question itself, in rounds: the rewrite's variants
@@ -173,7 +197,7 @@ def run_plan(
     timeout = settings.CHAT_WORKER_TIMEOUT_S if timeout_s is None else timeout_s
     overrides = {**overrides, "kb": kb}
     if len(plan) == 1:
-        return _gather([(_run_spec(pool, plan[0], thread_id, overrides), "")])
+        return _gather([(plan[0], _run_spec(pool, plan[0], thread_id, overrides), "")])
     futures = [
         _FANOUT.submit(contextvars.copy_context().run, _run_spec, pool, spec, thread_id, overrides) for spec in plan
     ]
@@ -182,23 +206,30 @@ def run_plan(
     for spec, future in zip(plan, futures, strict=True):
         if not future.done():
             future.cancel()
-            outcomes.append(([], f"{spec.worker_name}: timed out after {timeout:g}s"))
+            outcomes.append((spec, [], f"{spec.worker_name}: timed out after {timeout:g}s"))
         elif future.exception() is not None:
-            outcomes.append(([], f"{spec.worker_name}: {future.exception()}"))
+            outcomes.append((spec, [], f"{spec.worker_name}: {future.exception()}"))
         else:
-            outcomes.append((future.result(), ""))
+            outcomes.append((spec, future.result(), ""))
     return _gather(outcomes)
 
 
 def _run_spec(pool: WorkerPool, spec: RagRunSpec, thread_id: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     worker = pool.worker(spec.kb_slug, spec.agent_type)
+    if spec.part and overrides.get("on_event") is not None:
+        # What a worker reports names the part it works on, so each part's steps can be told apart.
+        on_event = overrides["on_event"]
+        overrides = {**overrides, "on_event": lambda kind, data: on_event(kind, {**data, "part": spec.part})}
     return [worker.retrieve_with_trace(query, thread_id, **overrides) for query in spec.queries]
 
 
-def _gather(outcomes: Sequence[tuple[list[dict[str, Any]], str]]) -> FanOut:
-    """The workers' outputs side by side, in plan order: `collect_search` merges their references."""
+def _gather(outcomes: Sequence[tuple[RagRunSpec, list[dict[str, Any]], str]]) -> FanOut:
+    """The workers' outputs side by side, in plan order: `collect_search` merges their references.
+
+    Each part of a compound question keeps its own results too: a worker's for the part it
+    searched, or the parts an agent that splits questions itself reported."""
     gathered = FanOut()
-    for outputs, error in outcomes:
+    for spec, outputs, error in outcomes:
         if error:
             gathered.errors.append(error)
             gathered.incomplete.append(error)
@@ -207,4 +238,10 @@ def _gather(outcomes: Sequence[tuple[list[dict[str, Any]], str]]) -> FanOut:
             gathered.tool_results.extend(output.get("tool_results", ()))
             if output.get("incomplete"):
                 gathered.incomplete.append(output["incomplete"])
+            gathered.parts.extend(
+                PartFound(question, (result,), spec.agent_type) for question, result in output.get("parts_found", ())
+            )
+        if spec.part:
+            found = tuple(result for output in outputs for result in output["retrieval_results"])
+            gathered.parts.append(PartFound(spec.part, found, spec.agent_type))
     return gathered

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from agentic_rag.db_threads import DatabaseThreadPool
 from agentic_rag.llm import LLMConfig, ModelRouter, build_llm
+from agentic_rag.llm.extractive import DISCLAIMER, FAILURE_LABELS
 from chat import clarifier, memory
 from chat.clarifier_lookups import ReadableLibrary
 from chat.facts import RecalledFact, fact_evidence, recall_facts
@@ -28,6 +29,7 @@ from knowledge.gate import gate_trace
 from knowledge.models import AnswerMode
 
 from . import stages
+from .compound import part_heading, part_not_found, split_question
 from .intent import DEFAULT_INTENT, classify_intent
 from .options import StageStatus
 from .prompt import assemble_prompt
@@ -149,7 +151,8 @@ def _system(run: ChatRun) -> Outcome:
 
 def _retrieve(run: ChatRun) -> Outcome:
     c = run.collaborators
-    plan = _plan(run)
+    asked = compound_parts(run) if run.kb is not None else []
+    plan = _plan(run, asked)
     # An agent that calls tools itself (ReAct) decides which; the pipeline does not call them too.
     agent_calls_tools = any(spec.agent_type in TOOL_CALLING_AGENTS for spec in plan)
     calls = c.tools.plan(run.message, run.intent.tools) if run.intent.tools and not agent_calls_tools else []
@@ -157,14 +160,29 @@ def _retrieve(run: ChatRun) -> Outcome:
     pending = POOL.submit(ctx.run, _call_tools, run, calls) if calls else None
     search, late = _search_in_time(run, plan) if plan and (run.intent.wants_kb or not calls) else (stages.KbSearch(), ())
     tool_results = [*(pending.result() if pending else []), *search.tool_results]
-    _gate_weak_evidence(run, search)
     reranked = run.kb is not None and stages.retrieval_params(run.kb, run.options).reranks
     limit = stages.evidence_limit(run.options, rerank=reranked)
+    # A compound question's parts are answered one by one (an agent's own sub-questions may
+    # stand for them); another question that an agent split stays one answer.
+    gated = _gate_parts(run, search, limit) if asked and len(search.parts) >= 2 else []
+    if gated:
+        # Each part's evidence, once each, in part order: every part's passages reach the prompt.
+        search.references = list({c.chunk_id: c for _, references, _ in gated for c in references}.values())
+        if not search.references:
+            search.reason = next((reason for _, _, reason in gated if reason), search.reason or stages.NO_MATCH)
+        limit = max(limit, len(search.references))
+    else:
+        _gate_weak_evidence(run, search)
     evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))
     evidence += fact_evidence(run.facts, len(evidence) + 1)  # what the user told us, cited as MEMORY
     found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence,
                              "incomplete": "; ".join(search.incomplete), "search_warnings": search.warnings}
     events = (*late, *_evidence_events(tool_results, evidence, search.reason))
+    if gated:
+        parts = _numbered_parts(gated, evidence)
+        part_events = [part.as_event(n, evidence) for n, part in enumerate(parts, 1)]
+        found |= {"parts": parts, "agent_steps": [*run.agent_steps, *({"type": "part", **e} for e in part_events)]}
+        events += tuple(("part", event) for event in part_events)
     status = StageStatus.FAILED if search.reason in (SEARCH_FAILED, SEARCH_TIMED_OUT) else StageStatus.DONE
     if run.kb is None and not tool_results and getattr(c.llm, "has_model", False):
         # A general question (no KB routed, no tool): the model answers from general knowledge.
@@ -176,6 +194,34 @@ def _retrieve(run: ChatRun) -> Outcome:
     degraded = " (rerank failed: original order)" if search.is_rerank_degraded else ""
     detail = f"{len(search.references[:limit])} KB, {len(tool_results)} tool{degraded}"
     return Outcome(status, detail, found=found, events=events)
+
+
+def _gate_parts(run: ChatRun, search: stages.KbSearch, limit: int) -> list[tuple[Any, list, str]]:
+    """Each part of a compound question through the evidence gate on its own: (part, its
+    references, why none). A part's search already passed the retrieval's quality gate."""
+    gated = []
+    for part in search.parts:
+        merged = stages.collect_search(part.results)
+        references, reason = stages.gate_part(
+            part.question, merged.references, minimum=run.options.min_evidence_coverage, limit=limit,
+            tokenize=analyze, expand=expand_query,
+        )
+        if not references:
+            run.recorder.add("kb.part_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0,
+                             input=part.question, output=reason or merged.reason or stages.NO_MATCH, status="ok")
+        gated.append((part, references, reason or ("" if references else merged.reason or stages.NO_MATCH)))
+    return gated
+
+
+def _numbered_parts(gated: list[tuple[Any, list, str]], evidence: tuple[EvidenceItem, ...]) -> tuple[stages.PartEvidence, ...]:
+    """The parts with the numbers their references got in the evidence list."""
+    number_of = {item.chunk_id: item.n for item in evidence if item.source == "KB" and item.chunk_id}
+    number_of |= {item.text: item.n for item in evidence if item.source == "WEB"}
+    parts = []
+    for part, references, reason in gated:
+        numbers = [number_of.get(c.chunk_id) or number_of.get(c.text) for c in references]
+        parts.append(stages.PartEvidence(part.question, tuple(n for n in numbers if n), reason, part.agent_type))
+    return tuple(parts)
 
 
 def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
@@ -199,15 +245,21 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
         search.reason = stages.WEAK_EVIDENCE
 
 
-def _plan(run: ChatRun) -> list[RagRunSpec]:
-    """The workers that search the KB for this message (none without a KB)."""
+def _plan(run: ChatRun, parts: list[str]) -> list[RagRunSpec]:
+    """The workers that search the KB for this message (none without a KB), one per part of a compound one."""
     if run.kb is None:
         return []
     options = run.options
     # "auto" runs the worker the route chose for the message (graph_agent for how things relate).
     routed = run.admitted.route
     agent_type = routed.agent_type if routed and options.agent_type == "auto" else options.agent_type
-    return plan_for(run.kb.slug, agent_type, run.rewrite.queries or (run.message,))
+    return plan_for(run.kb.slug, agent_type, run.rewrite.queries or (run.message,), parts)
+
+
+def compound_parts(run: ChatRun) -> list[str]:
+    """The questions a compound message asks (chat.pipeline.compound), in its rewrite's words
+    when the rewrite resolved what it points back to; [] for a message that asks one thing."""
+    return split_question(run.rewrite.query or run.message, analyze) or split_question(run.message, analyze)
 
 
 def _search_in_time(run: ChatRun, plan: list[RagRunSpec]) -> tuple[stages.KbSearch, tuple[tuple[str, dict], ...]]:
@@ -257,6 +309,7 @@ def _run_workers(run: ChatRun, plan: list[RagRunSpec]) -> stages.KbSearch:
         tools=AgentTools(run.collaborators.tools, run.intent.tools),
     )
     search = stages.collect_search(fanout.results)
+    search.parts = fanout.parts
     search.tool_results = fanout.tool_results
     search.incomplete = fanout.incomplete
     search.warnings.extend(fanout.errors)
@@ -332,28 +385,28 @@ def _prompt(run: ChatRun) -> Outcome:
         memory=run.memory, general=run.kb is None,
     )
     detail = f"{prompt.mode} · {prompt.task} · temperature {prompt.temperature} · {prompt.chars} chars"
-    return Outcome(StageStatus.DONE, detail, found={"prompt": prompt})
+    if not run.parts:
+        return Outcome(StageStatus.DONE, detail, found={"prompt": prompt})
+    # A compound question: each part is answered from its own evidence, under a prompt of its own.
+    part_prompts = tuple(
+        (part, assemble_prompt(
+            part.question, stages.evidence_for_part(run.evidence, part.numbers), history,
+            cite=run.options.enable_source_citation, temperature=run.options.temperature, memory=run.memory,
+        ) if part.numbers else None)
+        for part in run.parts
+    )
+    detail += f" · {len(part_prompts)} parts"
+    return Outcome(StageStatus.DONE, detail, found={"prompt": prompt, "part_prompts": part_prompts})
 
 
 def _generate(run: ChatRun) -> Outcome:
     assert run.prompt is not None
     llm = answer_llm(run.kb, run.collaborators.llm)
-    stream = stages.open_stream(run.prompt, llm, max_tokens=run.options.max_answer_tokens)
-    with run.recorder.span("llm", "llm", input=run.prompt.as_text()) as span:
-        try:
-            for piece in stream:
-                if run.is_abandoned():  # past the node's timeout: the runner has answered without it
-                    break
-                if run.is_cancelled():
-                    run.status = TraceStatus.CANCELLED
-                    span.status = "cancelled"
-                    break
-                run.deliver(piece)
-        finally:
-            _close(stream)
-            if not run.is_abandoned():
-                run.provider = getattr(stream, "provider", "")
-            span.output = "".join(run.pieces)
+    if run.part_prompts:
+        stream = _generate_parts(run, llm)
+    else:
+        stream = stages.open_stream(run.prompt, llm, max_tokens=run.options.max_answer_tokens)
+        _stream_answer(run, stream, run.prompt)
     tries = len(getattr(stream, "attempts", ()))
     detail = f"{run.provider or 'llm'} · {len(run.pieces)} pieces" + (f" · {tries} attempts" if tries > 1 else "")
     if run.status == TraceStatus.CANCELLED:
@@ -364,6 +417,65 @@ def _generate(run: ChatRun) -> Outcome:
         return Outcome(StageStatus.DONE, f"{detail} · stopped mid-answer, finished by {finished_by}",
                        found={"incomplete": why})
     return Outcome(StageStatus.DONE, detail)
+
+
+def _stream_answer(run: ChatRun, stream: Any, prompt: Any, *, drop_label: bool = False) -> bool:
+    """Deliver the stream's pieces; False when the run stopped taking them (cancelled, abandoned)."""
+    with run.recorder.span("llm", "llm", input=prompt.as_text()) as span:
+        try:
+            for piece in _without_label(stream) if drop_label else stream:
+                if run.is_abandoned():  # past the node's timeout: the runner has answered without it
+                    return False
+                if run.is_cancelled():
+                    run.status = TraceStatus.CANCELLED
+                    span.status = "cancelled"
+                    return False
+                run.deliver(piece)
+        finally:
+            _close(stream)
+            if not run.is_abandoned():
+                run.provider = getattr(stream, "provider", "") or run.provider
+            span.output = "".join(run.pieces)
+    return True
+
+
+def _generate_parts(run: ChatRun, llm: Any) -> Any:
+    """Answer a compound question part by part: a heading for each, then its answer from its own
+    evidence, or a line saying nothing in the knowledge base answers it. The last stream opened
+    is returned (what the stage reports of the model)."""
+    stream: Any = None
+    answered = False
+    for n, (part, prompt) in enumerate(run.part_prompts, 1):
+        run.deliver(("\n\n" if n > 1 else "") + part_heading(n, part.question) + "\n\n")
+        if prompt is None:
+            run.deliver(part_not_found(part.question, run.message))
+            continue
+        stream = stages.open_stream(prompt, llm, max_tokens=run.options.max_answer_tokens)
+        if not _stream_answer(run, stream, prompt, drop_label=answered):
+            break
+        answered = True
+    return stream
+
+
+# What the extractive reader says its answer is: said once, above the first part, not over each.
+_ANSWER_LABELS = tuple(label for labels in (DISCLAIMER, *FAILURE_LABELS.values()) for label in labels.values())
+
+
+def _without_label(stream: Any) -> Any:
+    """The stream's pieces with a leading answer label (and the line break after it) left out."""
+    head = ""
+    pieces = iter(stream)
+    for piece in pieces:
+        head += piece
+        if len(head) > max(map(len, _ANSWER_LABELS)) + 2 or "\n" in head:
+            break
+    for label in _ANSWER_LABELS:
+        if head.lstrip().startswith(label):
+            head = head.lstrip()[len(label):].lstrip("\n")
+            break
+    if head:
+        yield head
+    yield from pieces
 
 
 def _close(stream: Any) -> None:

@@ -198,7 +198,7 @@ def in_graph_order(timings: Iterable[StageTiming]) -> list[StageTiming]:
 
 
 # What a multi-step agent reports as it works; the result keeps them in order.
-AGENT_STEP_EVENTS = frozenset({"thinking", "round", "plan", "task", "report", "step"})
+AGENT_STEP_EVENTS = frozenset({"thinking", "round", "plan", "task", "report", "step", "part"})
 
 
 def fold_events(events: Iterable[PipelineEvent]) -> ChatResult:

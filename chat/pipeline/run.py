@@ -76,6 +76,9 @@ class ChatRun:
         self.incomplete = ""  # why an agent stopped short: the answer is stored as partial
         self.search_warnings: list[str] = []
         self.prompt: Prompt | None = None
+        # A compound question's parts (chat.pipeline.compound): each answered from its own evidence.
+        self.parts: tuple[stages.PartEvidence, ...] = ()
+        self.part_prompts: tuple[tuple[stages.PartEvidence, Prompt | None], ...] = ()
         self.provider = ""
         self.reply = ""  # a shortcut's answer
         self.clarification: dict[str, Any] | None = None  # the Clarifier's "clarify" event, when it asked

@@ -82,6 +82,7 @@ class KbSearch:
     warnings: list[str] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)  # the tools an agent called while searching
     incomplete: list[str] = field(default_factory=list)  # why an agent stopped short
+    parts: list[Any] = field(default_factory=list)  # chat.workers.PartFound: what each part of a compound question found
 
     @property
     def is_rerank_degraded(self) -> bool:
@@ -151,6 +152,39 @@ def _share_across_languages(terms: set[str], held: set[str]) -> float:
         return _share(terms, held)
     untranslated = sum(1 for term in terms if has_cjk(term))
     return len(found) / (len(terms) - untranslated * (1 - UNTRANSLATED_SHARE))
+
+
+@dataclass(frozen=True)
+class PartEvidence:
+    """One part of a compound question: the evidence numbers that answer it, or why none does."""
+
+    question: str
+    numbers: tuple[int, ...] = ()
+    reason: str = ""
+    agent_type: str = ""
+
+    def as_event(self, n: int, evidence: Sequence[EvidenceItem]) -> dict[str, Any]:
+        by_n = {item.n: item for item in evidence}
+        docs = list(dict.fromkeys(by_n[number].doc for number in self.numbers if number in by_n))
+        return {"n": n, "question": self.question, "agent_type": self.agent_type, "evidence": list(self.numbers),
+                "docs": docs, "found": bool(self.numbers), "reason": self.reason}
+
+
+def gate_part(
+    question: str, references: Sequence[Candidate], *, minimum: float, limit: int,
+    tokenize: Callable[[str], list[str]], expand: Callable[[str], list[str]],
+) -> tuple[list[Candidate], str]:
+    """A part's references through the evidence gate on its own: none when none holds enough of it."""
+    kept = list(references[:limit])
+    if kept and minimum > 0 and evidence_coverage(question, kept, tokenize=tokenize, expand=expand) < minimum:
+        return [], WEAK_EVIDENCE
+    return kept, ""
+
+
+def evidence_for_part(evidence: Sequence[EvidenceItem], numbers: Sequence[int]) -> tuple[EvidenceItem, ...]:
+    """The part's own passages, with the tool outputs and recalled facts every part may use."""
+    wanted = set(numbers)
+    return tuple(item for item in evidence if item.n in wanted or item.source in ("TOOL", "MEMORY"))
 
 
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:
