@@ -9,9 +9,10 @@ scored by
   glued to its version ("python3") also counts as the name;
 - novelty: a unit that only repeats the question's words answers nothing;
 - the embedder's similarity to the question, and the rank of its evidence (top first);
-- with an encoder (a multilingual sentence encoder, injected), its similarity to the question:
-  added to the score of every unit, and to the coverage of a unit not in the question's
-  language, whose words the question cannot share (an English question, a Chinese sentence);
+- with an encoder (a multilingual sentence encoder, injected) and no unit in the question's
+  language that covers it, the encoder's similarity to the question: added to the score of
+  every unit, and to the coverage of a unit not in the question's language, whose words the
+  question cannot share (an English question, a Chinese sentence);
 - commands and code lines are skipped unless the question asks for them.
 When no unit covers enough of the question, the reader says nothing answers, rather than
 quoting the closest noise. lead_in names the lead unit's section when its title says what the
@@ -22,6 +23,7 @@ with its lead-in; headings and lines of drawings are never quoted (see units.py)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -211,17 +213,23 @@ def read(
 
     A compound question ("何时打开？半开时做什么？") is read once whole, then once per part,
     each part adding its best unit, so every part gets an answer. encoder, when given, is a
-    sentence encoder's similarity; one with a prepare(texts) method gets every text at once.
+    sentence encoder's similarity; one with a prepare(texts) method gets every text at once,
+    when the reading needs them.
     """
     tokenize = _with_names_of_versions(tokenize)
     located = _locate(passages, tokenize, question)
     weights = _idf([item.terms for item in located])
-    if encoder is not None and hasattr(encoder, "prepare"):
-        encoder.prepare([question, *_parts(question), *(item.unit.text for item in located)])
 
     def read_one(text: str) -> list[Pick]:
-        asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options, encoder=encoder)
-        return _compose([_score(asked, item) for item in located], asked)
+        asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
+        scored = [_score(asked, item) for item in located]
+        if encoder is not None and not _answered_in_own_language(scored, asked):
+            # No unit in the question's language covers it: the other language's units are
+            # read for what they mean. Where one does, its words say more than the encoder.
+            if hasattr(encoder, "prepare"):
+                encoder.prepare([text, *(item.unit.text for item in located)])
+            scored = [_score(dataclasses.replace(asked, encoder=encoder), item) for item in located]
+        return _compose(scored, asked)
 
     picks = read_one(question)
     for part in _parts(question):
@@ -321,6 +329,13 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     score += MEANING_SCORE * meaning
     score /= 1 + asked.options.rank_decay * item.passage.rank
     return _Scored(item.passage, item.unit, item.terms, score, coverage, item.keyed)
+
+
+def _answered_in_own_language(scored: Sequence[_Scored], asked: _Asked) -> bool:
+    """Whether a unit in the question's language covers enough of it to lead an answer."""
+    return any(
+        s.coverage >= asked.options.min_coverage and _language_of(s.unit.text, asked) == asked.language for s in scored
+    )
 
 
 def _meaning(asked: _Asked, text: str) -> float:

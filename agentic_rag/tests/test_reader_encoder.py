@@ -77,3 +77,13 @@ def test_it_forgets_the_least_recently_used_texts_past_its_bound():
     encoder.prepare(["a"])
 
     assert fake.encoded.count("a") == 2 and fake.encoded.count("c") == 1
+
+
+def test_a_sentence_in_the_questions_language_that_covers_it_is_read_by_its_words():
+    english = "Conversation history injection: the last 3 turns of history are injected."
+    fake = FakeEncoder()
+
+    reading = read(QUESTION, [Passage("1", f"{PASSAGE} {english}", 0)], tokenize=analyze, encoder=EncoderSimilarity(fake))
+
+    assert [pick.unit.text for pick in reading.picks][:1] == [english]
+    assert fake.encoded == []  # the encoder was not needed
