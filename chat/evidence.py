@@ -41,10 +41,16 @@ class EvidenceItem:
 class Verification:
     checked: int
     flagged: tuple[str, ...]  # sentences whose quote is not in the cited source
+    unanswered: tuple[str, ...] = ()  # sentences quoted from their source that may not answer the question
 
     @property
     def is_clean(self) -> bool:
-        return not self.flagged
+        return not (self.flagged or self.unanswered)
+
+    @property
+    def state(self) -> str:
+        """"verified", "may_not_answer" (every quote found, some may not answer) or "unverified"."""
+        return "unverified" if self.flagged else "may_not_answer" if self.unanswered else "verified"
 
 
 def evidence_items(raw: Iterable[Mapping[str, Any]] | None) -> list[EvidenceItem]:
@@ -73,12 +79,14 @@ def verification_marks(raw: Iterable[Mapping[str, Any]] | None) -> Verification 
     entries = [entry for entry in raw or () if isinstance(entry, Mapping)]
     if not entries:
         return None
-    flagged = tuple(
-        str(entry.get("sentence") or entry.get("text") or entry.get("quote") or "")
-        for entry in entries
-        if not _passed(entry)
-    )
-    return Verification(checked=len(entries), flagged=flagged)
+    # Entries stored before the "may_not_answer" status count as their `verified` flag says.
+    unanswered = [entry for entry in entries if entry.get("status") == "may_not_answer"]
+    flagged = [entry for entry in entries if not _passed(entry) and entry.get("status") != "may_not_answer"]
+    return Verification(checked=len(entries), flagged=_sentences(flagged), unanswered=_sentences(unanswered))
+
+
+def _sentences(entries: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    return tuple(str(entry.get("sentence") or entry.get("text") or entry.get("quote") or "") for entry in entries)
 
 
 def _passed(entry: Mapping[str, Any]) -> bool:

@@ -10,7 +10,10 @@ anywhere in the system or user messages. The question is the last user message (
 `<question>` element if it has one, with any `<documents>` block removed). The reader
 (reader.py) picks one to three units: sentences, list items, or table rows written with
 their header; each is quoted from its document's readable text (units.py) and followed by
-`[id]`. When no unit answers, the answer says so instead of quoting the closest noise.
+`[id]`. When no unit answers, or none of the units picked speaks to the question or all are
+fragments (a lead-in, a heading or a tree line; coverage.py), the answer says it
+was not found in the knowledge base the `<documents kb="…">` block names, and names the
+closest passages (document and section) instead of quoting unrelated sentences.
 
 A document marked `source="TOOL"` is a tool's result for this very question (the intent
 stage chose the tool), so it is quoted whole, first, whether or not it shares a word with
@@ -41,9 +44,19 @@ from agentic_rag.llm.base import (
     complete_json_with,
     json_messages,
 )
+from agentic_rag.llm.coverage import Quoted, is_fragment
 from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.markup import find_elements, remove_elements
-from agentic_rag.llm.reader import Expand, Passage, ReaderOptions, Reading, Similarity, lead_in, read
+from agentic_rag.llm.reader import (
+    Expand,
+    Passage,
+    ReaderOptions,
+    Reading,
+    Similarity,
+    addresses_question,
+    lead_in,
+    read,
+)
 from agentic_rag.llm.units import has_cjk, split_units
 
 Tokenize = Callable[[str], list[str]]
@@ -87,11 +100,17 @@ NOT_ANSWERED = {
     "en": "None of the passages found answers this question directly.",
     "zh": "找到的资料中没有直接回答这个问题的内容。",
 }
-CLOSEST = {"en": " The closest are in: {docs}.", "zh": "最接近的资料：{docs}。"}
+NOT_ANSWERED_IN = {
+    "en": "Not found in the knowledge base “{kb}”: none of its passages answers this question directly.",
+    "zh": "知识库「{kb}」中没有找到直接回答这个问题的内容。",
+}
+CLOSEST = {"en": " The closest passages: {docs}.", "zh": "最接近的段落：{docs}。"}
+MAX_CLOSEST = 3
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
+_DOCUMENTS_KB = re.compile(r"<documents\b[^>]*?\bkb=\"([^\"]*)\"")
 _QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
 # A name from its first word character ("\b" after any leading "-"), tried once per run of name
 # characters: from each of them, "[\w-]+" would read to the run's end again.
@@ -161,12 +180,15 @@ class ExtractiveProvider:
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options, encoder=self._encoder)
+        if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading):
+            closest = _closest(documents, reading)
+            return f"{self._disclaimer[language]}\n\n{_not_answered(closest, language, find_kb_name(messages))}"
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
         quoted += [(pick.unit.text, pick.doc_id) for pick in reading.picks]
         # A recalled fact was chosen for this question already (chat.facts): quoted whole, after the sources.
         quoted += [(e.text, e.doc_id) for e in remembered]
         if not quoted:
-            return f"{self._disclaimer[language]}\n\n{_not_answered(documents, language)}"
+            return f"{self._disclaimer[language]}\n\n{_not_answered(documents, language, find_kb_name(messages))}"
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
         label = self._disclaimer if reading.picks else TOOL_DISCLAIMER if tools else self._memory_label()
@@ -174,6 +196,20 @@ class ExtractiveProvider:
         # On a line of its own (a Markdown line break), so no citation takes it into its quote.
         heading = f"**{title}**  \n" if title else ""
         return f"{label[language]}\n\n{heading}{body}"
+
+    def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading) -> bool:
+        """Whether the units the reader picked may answer question: some unit speaks to it and
+        not all are fragments. (The stricter test of the quotes' subject and kind of fact is
+        the citation check's: a sentence it doubts is still shown, marked as such.)"""
+        where = {e.doc_id: e for e in documents}
+        quotes = [
+            Quoted(pick.unit.text, where[pick.doc_id].section if pick.doc_id in where else "",
+                   where[pick.doc_id].doc if pick.doc_id in where else "")
+            for pick in reading.picks
+        ]
+        if all(is_fragment(q.text) for q in quotes):
+            return False
+        return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes)
 
     def _memory_label(self) -> dict[str, str]:
         """An answer of recalled facts alone says so, unless it stands in for a model that failed."""
@@ -215,11 +251,34 @@ def _why_quoted(completion: Completion) -> str:
     return "no language model answered (the extractive fallback did)"
 
 
-def _not_answered(documents: Sequence[Evidence], language: str) -> str:
-    names = list(dict.fromkeys(e.doc for e in documents[:2] if e.doc))
-    separator = "、" if language == "zh" else ", "
-    closest = CLOSEST[language].format(docs=separator.join(names)) if names else ""
-    return NOT_ANSWERED[language] + closest
+def _not_answered(closest: Sequence[Evidence], language: str, kb: str = "") -> str:
+    """Say the question is not answered (in the KB, when its name is known) and name the closest
+    passages, each as its document and section."""
+    places = list(dict.fromkeys(_place(e) for e in closest if e.doc))[:MAX_CLOSEST]
+    separator = "；" if language == "zh" else "; "
+    named = CLOSEST[language].format(docs=separator.join(places)) if places else ""
+    said = NOT_ANSWERED_IN[language].format(kb=kb) if kb else NOT_ANSWERED[language]
+    return said + named
+
+
+def _place(evidence: Evidence) -> str:
+    return f"{evidence.doc} § {evidence.section}" if evidence.section else evidence.doc
+
+
+def _closest(documents: Sequence[Evidence], reading: Reading) -> list[Evidence]:
+    """The passages of the reader's picks, then the top-ranked ones."""
+    by_id = {e.doc_id: e for e in documents}
+    picked = [by_id[pick.doc_id] for pick in reading.picks if pick.doc_id in by_id]
+    return list(dict.fromkeys([*picked, *documents[:2]]))
+
+
+def find_kb_name(messages: Sequence[Message]) -> str:
+    """The name of the knowledge base the prompt's `<documents kb="…">` block comes from, or ""."""
+    for message in messages:
+        found = _DOCUMENTS_KB.search(message.content)
+        if found:
+            return _unescape(found.group(1))
+    return ""
 
 
 def feature_cosine(a: str, b: str) -> float:

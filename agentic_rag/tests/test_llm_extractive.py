@@ -96,6 +96,26 @@ def test_it_says_plainly_that_nothing_answers_instead_of_quoting_noise():
     assert "eight stages" not in answer
 
 
+DESIGN_DOCUMENTS = """<documents kb="Design docs">
+<document id="1" doc="architecture.md" section="4.2 熔断">三态熔断器:</document>
+<document id="2" doc="routing.md" section="6 模型路由">模型路由按优先级选择供应商。</document>
+</documents>"""
+
+
+@pytest.mark.parametrize(
+    ("question", "says"),
+    [("熔断器是如何工作的？", "知识库「Design docs」中没有找到直接回答这个问题的内容。最接近的段落：architecture.md § 4.2 熔断；routing.md § 6 模型路由。"),
+     ("xyzzy?", "Not found in the knowledge base “Design docs”: none of its passages answers this question directly. "
+                "The closest passages: architecture.md § 4.2 熔断; routing.md § 6 模型路由.")],
+)
+def test_not_found_names_the_knowledge_base_and_the_closest_passages_instead_of_quoting_a_fragment(question, says):
+    # "三态熔断器:" names the breaker and introduces a list the passage lacks: it answers nothing.
+    answer = ExtractiveProvider().complete(conversation(DESIGN_DOCUMENTS, question), OPTIONS).text
+
+    assert answer.split("\n\n", 1)[1] == says
+    assert "[1]" not in answer and "三态熔断器:" not in answer
+
+
 def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():
     documents = """<documents>
 <document id="1" doc="datetime" source="TOOL">Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)

@@ -1,11 +1,14 @@
 """Map an answer's `[n]` and `<cite>` marks to evidence, and verify their quotes.
 
 A `[n]` cites the sentence before it: that sentence is its quote. A
-`<cite doc_id="n" quote="…">sentence</cite>` carries its quote. A citation is verified when
-- its quote occurs in the cited evidence text (case, spacing, end punctuation and Markdown
-  syntax aside; a table row may be quoted with its header, as the extractive reader does), and
-- given the question, the cited sentence addresses it: it shares a content term with the
-  question, or holds the kind of fact the question asks for (a number for "how many").
+`<cite doc_id="n" quote="…">sentence</cite>` carries its quote. Each citation gets a status:
+- "unverified": its quote does not occur in the cited evidence text (case, spacing, end
+  punctuation and Markdown syntax aside; a table row may be quoted with its header, as the
+  extractive reader does), or it cites no evidence;
+- "may_not_answer": the quote is there, but given the question the answer may not be: the
+  cited sentence does not address the question, or the document quotes, taken together, miss
+  its subject or the kind of fact it asks for (agentic_rag.llm.coverage);
+- "verified": the quote is there and the quotes answer the question.
 A sentence quoted faithfully from a passage that does not answer the question is not shown
 as verified: "verified" tells the user the answer is supported, not only copied.
 """
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import unescape
 
+from agentic_rag.llm.coverage import Quoted, unanswered
 from agentic_rag.llm.extractive import simple_tokenize
 from agentic_rag.llm.markup import find_elements
 from agentic_rag.llm.reader import addresses_question
@@ -35,6 +39,9 @@ _NUMBERS_MARK = re.compile(r"\[\d{1,3}(?:\s*[,，]\s*\d{1,3})*\]")  # _MARK's se
 _ATTRIBUTE = re.compile(r"""(?<![\w-])([\w-]++)\s*+=\s*+(?:"([^"]*)"|'([^']*)')""")
 _LIST_MARK = re.compile(r"^\s*(?:[-*•>]+|\d+[.)、])\s+")
 _EDGE_PUNCT = " \t\r\n.。!！?？;；:：,，、\"'“”‘’()（）*_`"
+VERIFIED, MAY_NOT_ANSWER, UNVERIFIED = "verified", "may_not_answer", "unverified"
+OFF_QUESTION = "the sentence does not address the question"
+_ANSWERING_SOURCES = ("KB", "WEB")  # a tool's or memory's output is the answer itself
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,9 @@ class CitedSentence:
 
 @dataclass(frozen=True)
 class Citation:
+    """One cited sentence; `verified` is true only with status "verified", the quote found and
+    answering; status "may_not_answer" says the quote was found but may not answer."""
+
     n: int
     quote: str
     verified: bool
@@ -55,6 +65,11 @@ class Citation:
     chunk_id: int | None = None
     source: str = ""
     section: str = ""
+    status: str = ""  # VERIFIED, MAY_NOT_ANSWER or UNVERIFIED; by default as `verified` says
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            object.__setattr__(self, "status", VERIFIED if self.verified else UNVERIFIED)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -63,12 +78,14 @@ class Citation:
             "chunk_id": self.chunk_id,
             "quote": self.quote,
             "verified": self.verified,
+            "status": self.status,
             "source": self.source,
             "section": self.section,
         }
 
     def as_verification(self) -> dict[str, Any]:
-        return {"n": self.n, "sentence": self.sentence, "quote": self.quote, "verified": self.verified, "reason": self.reason}
+        return {"n": self.n, "sentence": self.sentence, "quote": self.quote, "verified": self.verified,
+                "status": self.status, "reason": self.reason}
 
 
 def find_citations(answer: str) -> list[CitedSentence]:
@@ -99,8 +116,9 @@ def check_citations(
 ) -> list[Citation]:
     """Resolve and verify every cited sentence of answer against the numbered evidence.
 
-    With a question, a sentence must also address it (see the module's docstring).
+    With a question, the quotes must also answer it (see the module's docstring).
     """
+    tokenize = tokenize or simple_tokenize
     by_n = {item.n: item for item in evidence}
     checked: list[Citation] = []
     seen: set[tuple[int, str]] = set()
@@ -112,18 +130,29 @@ def check_citations(
         if item is None:
             checked.append(Citation(cited.n, cited.quote, False, f"no evidence [{cited.n}]", cited.sentence))
             continue
-        verified, reason = verify_quote(cited.quote, item.text)
-        if verified and question and item.source in ("KB", "WEB") and not addresses_question(
+        found, reason = verify_quote(cited.quote, item.text)
+        status = VERIFIED if found else UNVERIFIED
+        if found and question and item.source in _ANSWERING_SOURCES and not addresses_question(
             # The sentence is read in its section: an FAQ's answer sits under its question.
-            question, f"{item.section} {cited.sentence}", tokenize or simple_tokenize, expand
+            question, f"{item.section} {cited.sentence}", tokenize, expand
         ):
-            verified, reason = False, "the sentence does not address the question"
+            status, reason = MAY_NOT_ANSWER, OFF_QUESTION
         checked.append(
-            Citation(
-                cited.n, cited.quote, verified, reason, cited.sentence, item.doc, item.chunk_id, item.source, item.section
-            )
+            Citation(cited.n, cited.quote, status == VERIFIED, reason, cited.sentence, item.doc, item.chunk_id,
+                     item.source, item.section, status)
         )
-    return checked
+    return _with_coverage(checked, question, tokenize, expand) if question else checked
+
+
+def _with_coverage(citations: list[Citation], question: str, tokenize: Tokenize, expand: Tokenize | None) -> list[Citation]:
+    """The citations, the verified document quotes marked "may_not_answer" when, taken together,
+    they do not answer the question (a sentence off the question adds nothing to them)."""
+    found = [c for c in citations if c.source in _ANSWERING_SOURCES and c.status == VERIFIED]
+    why = unanswered(question, [Quoted(c.quote, c.section, c.doc) for c in found], tokenize, expand) if found else ""
+    if not why:
+        return citations
+    return [replace(c, verified=False, status=MAY_NOT_ANSWER, reason=why) if c.status == VERIFIED and c.source
+            in _ANSWERING_SOURCES else c for c in citations]
 
 
 def verify_quote(quote: str, source: str) -> tuple[bool, str]:

@@ -382,7 +382,7 @@ def _prompt(run: ChatRun) -> Outcome:
     prompt = assemble_prompt(
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
-        memory=run.memory, general=run.kb is None,
+        memory=run.memory, general=run.kb is None, kb_name=run.kb.name if run.kb else "",
     )
     detail = f"{prompt.mode} · {prompt.task} · temperature {prompt.temperature} · {prompt.chars} chars"
     if not run.parts:

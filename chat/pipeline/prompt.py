@@ -92,11 +92,13 @@ def assemble_prompt(
     temperature: float | None = None,
     memory: str = "",
     general: bool = False,
+    kb_name: str = "",
 ) -> Prompt:
     """Build the messages for the generator; `original` is the user's words when rewritten.
 
     `memory` is the summary of older turns and recalled past exchanges, shown before history.
     `general`: no knowledge base applies, so a model answers from general knowledge.
+    `kb_name`: the knowledge base searched, so that "not found" can say where it looked.
     """
     mode = "GENERAL" if general and not evidence else prompt_mode(evidence)
     task = detect_task(original or question)
@@ -104,7 +106,8 @@ def assemble_prompt(
     instruction = {"SYSTEM": SYSTEM_MODE_INSTRUCTION, "GENERAL": GENERAL_MODE_INSTRUCTION}.get(mode, SYSTEM_INSTRUCTION)
     system = f"<system_instruction>\n{instruction}\n</system_instruction>\n<output_rules>\n{rules}\n</output_rules>"
     parts = [f"<mode>{mode}</mode>", f"<memory>{escape(memory)}</memory>" if memory else "", _history_block(history)]
-    parts += [_documents_block(evidence, ("KB", "WEB"), "documents"), _documents_block(evidence, ("TOOL",), "tool_results")]
+    parts += [_documents_block(evidence, ("KB", "WEB"), "documents", kb_name),
+              _documents_block(evidence, ("TOOL",), "tool_results")]
     if original and original.strip() != question.strip():
         parts.append(f"<user_message>{escape(original)}</user_message>")
     parts.append(_facts_block(evidence))
@@ -121,11 +124,12 @@ def _history_block(history: Sequence[Turn]) -> str:
     return f"<history>\n{turns}\n</history>"
 
 
-def _documents_block(evidence: Sequence[EvidenceItem], sources: tuple[str, ...], tag: str) -> str:
+def _documents_block(evidence: Sequence[EvidenceItem], sources: tuple[str, ...], tag: str, kb_name: str = "") -> str:
     items = [item for item in evidence if item.source in sources]
     if not items:
         return ""
-    return f"<{tag}>\n" + "\n".join(document_element(item) for item in items) + f"\n</{tag}>"
+    opening = f"<{tag} kb={_attr(kb_name)}>" if kb_name else f"<{tag}>"
+    return f"{opening}\n" + "\n".join(document_element(item) for item in items) + f"\n</{tag}>"
 
 
 def _facts_block(evidence: Sequence[EvidenceItem]) -> str:

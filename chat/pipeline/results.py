@@ -15,7 +15,7 @@ from chat.models import Shortcut, TraceStatus
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 
-from .citations import Citation, check_citations, display_answer, find_citations
+from .citations import MAY_NOT_ANSWER, UNVERIFIED, Citation, check_citations, display_answer, find_citations
 from .graph import CHAT_GRAPH
 from .options import ChatResult, StageStatus, StageTiming, intent_label
 from .run import ChatRun
@@ -99,10 +99,13 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
     if citations is None:  # past its timeout: the citations are shown, none of them as verified
         citations = unverified_citations(raw, run.evidence, VERIFY_TIMED_OUT)
         run.emit("timeout", "verify", waited.ms, node="verify", timeout_ms=round(waited.ms), fallback=VERIFY_FALLBACK)
-    failed = sum(not c.verified for c in citations)
+    failed = sum(c.status == UNVERIFIED for c in citations)
+    doubted = sum(c.status == MAY_NOT_ANSWER for c in citations)
+    why = [f"{failed} quote(s) not found in their source" if failed else "",
+           f"{doubted} quote(s) may not answer the question" if doubted else ""]
     run.recorder.add("verify", "stage", start_ms=started, ms=round(run.recorder.elapsed_ms() - started, 3),
                      output=[c.as_verification() for c in citations], status="failed" if failed else "ok",
-                     error=f"{failed} quote(s) not found in their source" if failed else "")
+                     error="; ".join(filter(None, why)))
     return citations
 
 

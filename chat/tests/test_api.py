@@ -102,7 +102,11 @@ def test_it_answers_as_one_json_object(alice_client, ready_kb):
     assert response.status_code == 200
     body = response.json()
     assert "incident review" in body["answer"]
-    assert body["citations"] and {"n", "doc", "chunk_id", "quote"} <= set(body["citations"][0])
+    assert body["citations"] and {"n", "doc", "chunk_id", "quote", "verified", "status"} <= set(body["citations"][0])
+    # `status` says more than `verified` (a quote found may still not answer), never the opposite.
+    for entry in [*body["citations"], *body["verification"]]:
+        assert entry["status"] in {"verified", "may_not_answer", "unverified"}
+        assert entry["verified"] is (entry["status"] == "verified")
     assert body["intent"]["intents"][0]["name"] == "KB"
     assert body["route"]["kb_prefix"] == "alice-kb"
     assert body["shortcut"] is None and body["error"] is None

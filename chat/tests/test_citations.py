@@ -116,3 +116,64 @@ def test_a_sentence_with_a_semicolon_inside_brackets_is_quoted_whole():
     citations = check_citations(f"{sentence}[1]", evidence, "标签匹配路径的权重是多少？")
 
     assert [(c.quote, c.verified) for c in citations] == [(sentence, True)]
+
+
+BREAKER = (
+    EvidenceItem(1, "KB", "architecture.md", "三态熔断器:\n- CLOSED\n- OPEN", section="4.2 熔断"),
+    EvidenceItem(2, "KB", "architecture.md", "特性：三态熔断器+首包探测，参考项目：ragent，实现文件：model_router.py",
+                 section="6 模型路由"),
+    EvidenceItem(3, "KB", "architecture.md", "熔断器在失败率超过 10% 时打开，5 分钟后进入半开状态并发送一次探测请求。",
+                 section="4.2 熔断"),
+    EvidenceItem(4, "KB", "pipeline.md", "The pipeline has 8 stages. Each stage records its time.", section="2 Stages"),
+)
+
+
+def test_verbatim_quotes_that_do_not_say_how_it_works_are_not_verified():
+    # Quoted faithfully, and both name the breaker: neither says how it works.
+    answer = "三态熔断器:[1]特性：三态熔断器+首包探测，参考项目：ragent，实现文件：model_router.py[2]"
+
+    citations = check_citations(answer, BREAKER, "熔断器是如何工作的？")
+
+    assert [(c.verified, c.status) for c in citations] == [(False, "may_not_answer")] * 2
+    assert citations[0].reason == "the question asks how and no quote says how"
+
+
+@pytest.mark.parametrize("quote", ["三态熔断器:", "4.2 熔断", "│ │ └─ 熔断器(model_router.py)"])
+def test_a_lead_in_a_heading_or_a_tree_line_alone_answers_nothing(quote):
+    evidence = (EvidenceItem(1, "KB", "architecture.md", f"{quote}\n其余内容。", section="4.2 熔断器状态"),)
+
+    citations = check_citations(f"{quote}[1]", evidence, "熔断器有几种状态？")
+
+    assert [(c.status, c.reason) for c in citations] == [
+        ("may_not_answer", "the quotes only introduce a list, name a section or draw a tree")]
+
+
+def test_a_quote_that_says_how_it_works_is_verified():
+    answer = "熔断器在失败率超过 10% 时打开，5 分钟后进入半开状态并发送一次探测请求。[3]"
+
+    citations = check_citations(answer, BREAKER, "熔断器是如何工作的？")
+
+    assert [(c.verified, c.status, c.reason) for c in citations] == [(True, "verified", "")]
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "reason"),
+    [("How many nodes does the graph hold?", "The pipeline has 8 stages. [4]",
+      "the quotes do not speak of what the question asks about"),
+     ("How many stages does the pipeline have?", "Each stage records its time. [4]",
+      "the question asks for a number and the quotes hold none")],
+)
+def test_quotes_missing_the_subject_or_the_asked_for_fact_may_not_answer(question, answer, reason):
+    citations = check_citations(answer, BREAKER, question)
+
+    assert [(c.status, c.reason) for c in citations] == [("may_not_answer", reason)]
+
+
+def test_a_quote_missing_from_its_source_stays_unverified_beside_the_others():
+    answer = "The pipeline has 8 stages. [4] The pipeline has 9 stages. [4]"
+
+    citations = check_citations(answer, BREAKER, "How many stages does the pipeline have?")
+
+    assert [c.status for c in citations] == ["verified", "unverified"]
+    assert [c.as_dict()["status"] for c in citations] == ["verified", "unverified"]
+    assert [c.as_verification()["verified"] for c in citations] == [True, False]

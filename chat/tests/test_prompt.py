@@ -93,3 +93,12 @@ def test_it_feeds_the_extractive_generator_what_it_reads():
     answer = ExtractiveProvider().complete(list(prompt.messages), CompletionOptions()).text
 
     assert "Hybrid search fuses BM25 and vectors with RRF. [1]" in answer
+
+
+def test_the_documents_block_names_its_knowledge_base_for_a_not_found_answer():
+    prompt = assemble_prompt("xyzzy?", (KB,), kb_name='Alice\'s "docs"')
+    answer = ExtractiveProvider().complete(list(prompt.messages), CompletionOptions()).text
+
+    assert '<documents kb="Alice\'s &quot;docs&quot;">' in prompt.messages[1].content
+    assert 'Not found in the knowledge base “Alice\'s "docs"”' in answer
+    assert "<documents>" in assemble_prompt("xyzzy?", (KB,)).messages[1].content  # no name, no attribute

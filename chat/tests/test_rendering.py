@@ -107,7 +107,13 @@ def test_it_normalises_evidence_and_refuses_foreign_links():
 def test_it_summarises_verification():
     assert verification_marks([]) is None
     marks = verification_marks([{"quote": "a", "verified": True}, {"quote": "b", "verified": False}])
-    assert marks.checked == 2 and marks.flagged == ("b",) and not marks.is_clean
+    assert marks.checked == 2 and marks.flagged == ("b",) and not marks.is_clean and marks.state == "unverified"
+
+
+def test_quotes_that_may_not_answer_are_neither_clean_nor_unverified():
+    marks = verification_marks([{"quote": "a", "verified": True, "status": "verified"},
+                                {"quote": "b", "verified": False, "status": "may_not_answer"}])
+    assert (marks.flagged, marks.unanswered, marks.is_clean, marks.state) == ((), ("b",), False, "may_not_answer")
 
 
 def span(name, start, ms, kind="stage"):

@@ -144,8 +144,25 @@ def test_it_marks_sentences_whose_quotes_failed_verification(alice_client, alice
     ]
     answer = make_exchange(alice, verification=verification)
     html = alice_client.get(page_urls(answer)["session"]).content.decode()
-    assert "1 of 2 sentences not supported" in html
+    assert "1 of 2 quotes not found in their source" in html
     assert "Two plus two is five" in html
+    assert "Citations verified" not in html
+
+
+@pytest.mark.parametrize(
+    ("status", "says", "not_says"),
+    [("may_not_answer", "may not answer the question", "Citations verified"),
+     ("verified", "Citations verified", "may not answer the question")],
+)
+def test_quotes_found_but_not_answering_are_not_shown_as_verified(alice_client, alice, status, says, not_says):
+    verification = [{"n": 1, "quote": "Logs are kept.", "sentence": "Logs are kept.", "verified": status == "verified",
+                     "status": status, "reason": "" if status == "verified" else "the quotes do not speak of it"}]
+    answer = make_exchange(alice, verification=verification)
+
+    html = alice_client.get(page_urls(answer)["session"]).content.decode()
+
+    assert says in html and not_says not in html
+    assert f'data-verification="{status}"' in html
 
 
 def test_it_renames_a_session_over_htmx(alice_client, answer):

@@ -1,0 +1,149 @@
+"""Whether quoted sentences, taken together, answer a question.
+
+A quote copied faithfully from its source proves only that the source says it. The quotes
+answer the question when
+- they speak of its subject: the question's content terms (in any of its cross-language
+  variants) occur in the quotes, their section titles or document names: both of two, two of
+  a longer question, a third of a long one; a paraphrase shares few words, unrelated text fewer
+  (quotes in another language than the question's are not judged on this: their words cannot
+  be matched, and the per-sentence check and the kind of fact still apply);
+- they hold the kind of fact it asks for: a number for "how many", a time for "how long",
+  a version for "which version", at least two items for "which events", and for "how does
+  it work" a sentence that says something (not only a lead-in, a heading or a tree line);
+- at least one of them is more than a fragment: a lead-in line ("5 个处理器链式执行:")
+  without its list, a bare heading or a line of a box drawing names a topic, it answers nothing.
+`unanswered` returns why they fall short ("" when they answer), in English, for the API and
+traces; the chat page shows its own translated words beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .reader import _FACT_PATTERNS, _new_text, expected_answer_types
+from .units import has_cjk, text_language
+
+Tokenize = Callable[[str], list[str]]
+Expand = Callable[[str], list[str]]
+
+# Below this many of the question's content terms, the quotes are about something else:
+# "语义缓存" is not answered by a sentence about some other 缓存.
+MIN_SUBJECT_TERMS = 2
+MIN_SUBJECT_SHARE = 1 / 3  # of a long question, whose paraphrase keeps fewer of its words
+# Words that ask how or what for, not about what: "How does the breaker work?" is about the breaker.
+_ASKING_WORDS = frozenset(
+    re.findall(
+        r"\S+",
+        "work works working happen happens done use used implement implemented mechanism explain describe "
+        "工作 运作 实现 原理 机制 作用 流程 过程 处理 怎么 如何 怎样 什么 哪些 哪个 哪里 多少 为什么 解释 说明 介绍 "
+        "one make may get need needs 起来 以后 之后 需要 可以 能够 时候 一下",
+    )
+)
+_BOX_DRAWING = re.compile("[\u2500-\u257f]")
+# "## 1.2 六层架构", "7.6 质量门控": a title, with no sentence in it.
+_BARE_HEADING = re.compile(r"^\s*(?:#+\s*|\d+(?:\.\d+)+\s+)[^。！？!?；;，,.]{1,40}$")
+# A lone line of code that states no value: a call, a definition, brackets.
+_CODE_LINE = re.compile(r"^\s*(?:[{}\[\]();,]+|(?:async\s+)?(?:def|class|import|from|return)\b.*|[\w.]+\(.*\)\s*;?)$")
+# "How does it work?", "是怎么实现的？": asks for a mechanism ("会怎样？" asks what happens). The
+# gap is bounded: from each "how does" of a long message the scan stops within a sentence.
+_ASKS_HOW = re.compile(
+    r"(?:如何|怎么|怎样)(?:工作|运作|运行|实现|做到|处理|完成|进行|判断|决定|选择|计算)|工作原理|原理是"
+    r"|\bhow (?:does|do|is|are|can)\b[^?？]{0,80}?\b(?:work|works|implemented|handled|done|built|computed|decided|chosen"
+    r"|calculated|determined)\b",
+    re.IGNORECASE,
+)
+# Asks which version, not about versions ("新版本处理完之前…" is about a new version of a file).
+_ASKS_VERSION = re.compile(r"(?:什么|哪个|哪一个|哪些|多少)版本|版本号|\b(?:which|what) versions?\b|\bversion number\b", re.IGNORECASE)
+# Question words inside a Chinese question: cut out, so that a tokenizer of character pairs does
+# not make terms across them ("熔断器什么时候打开" is about 熔断器 and 打开, not 器什 or 候打).
+_QUESTION_WORDS = re.compile(
+    r"什么时候|什么样|为什么|做什么|是什么|什么|怎么样|怎么|怎样|如何|哪些|哪个|哪里|多少|多久|是否|请问|有没有"
+    r"|几[个种条次类项步层路级段轮]?|有|吗|呢|吧|的|是|了|[?？,，。!！]"
+)
+# Words that carry a "how": a step, a condition, a cause, a means.
+_MECHANISM = re.compile(
+    r"当|时[，,]|如果|若|则|会|先|然后|之后|通过|经过|把|将|按照|根据|基于|依次|超过|达到|触发|进入|返回|调用|使用|→|->|=>"
+    r"|\b(?:when|if|then|after|before|once|until|unless|by|via|through|using|uses?|into|each|every|per|so that|because"
+    r"|while|calls?|returns?|sends?|reads?|writes?|stores?|checks?|runs?|splits?|fuses?|merges?|opens?|closes?)\b",
+    re.IGNORECASE,
+)
+MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """A quoted sentence and where it stands: its section's title and its document's name."""
+
+    text: str
+    section: str = ""
+    doc: str = ""
+
+
+def unanswered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize, expand: Expand | None = None) -> str:
+    """Why the quotes do not answer question; "" when they do."""
+    if not quotes:
+        return "nothing is quoted"
+    if not subject_covered(question, quotes, tokenize, expand):
+        return "the quotes do not speak of what the question asks about"
+    substantive = [q for q in quotes if not is_fragment(q.text)]
+    if not substantive:
+        return "the quotes only introduce a list, name a section or draw a tree"
+    return _missing_kind(question, substantive, tokenize)
+
+
+def subject_covered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize, expand: Expand | None = None) -> bool:
+    """Whether the quotes (with their sections and documents) hold enough of the question's
+    content terms (see the module's docstring); true when the quotes are in another language."""
+    if text_language(" ".join(q.text for q in quotes)) != text_language(question):
+        return True
+    said = set(tokenize(" ".join(f"{q.doc} {q.section} {q.text}" for q in quotes)))
+    variants = expand(question) if expand else [question]
+    return any(_holds_subject(_content_terms(variant, tokenize), said) for variant in variants or [question])
+
+
+def is_fragment(text: str) -> bool:
+    """A lead-in without its list, a bare heading, a line of a box drawing or a lone line of code."""
+    stripped = text.strip().strip("*_` ")
+    return bool(
+        not stripped
+        or _BOX_DRAWING.search(stripped)
+        or stripped.endswith((":", "："))
+        or _BARE_HEADING.match(stripped)
+        or _CODE_LINE.match(stripped)
+    )
+
+
+def _content_terms(question: str, tokenize: Tokenize) -> set[str]:
+    """The question's terms that name its subject: no question words, no lone Chinese character."""
+    terms = tokenize(_QUESTION_WORDS.sub(" ", question))
+    return {term for term in terms if term not in _ASKING_WORDS and not (len(term) == 1 and has_cjk(term))}
+
+
+def _holds_subject(terms: set[str], said: set[str]) -> bool:
+    needed = min(len(terms), max(MIN_SUBJECT_TERMS, math.ceil(MIN_SUBJECT_SHARE * len(terms))))
+    return len(terms & said) >= needed
+
+
+def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -> str:
+    """Why the quotes lack the kind of fact question asks for; "" when they hold it."""
+    types = expected_answer_types(question)
+    new_text = " ".join(_new_text(q.text, question) for q in quotes)
+    if _ASKS_VERSION.search(question) and not _FACT_PATTERNS["version"].search(new_text):
+        return "the question asks for a version and the quotes hold none"
+    for kind, missing in (("number", "a number"), ("time", "a time"), ("identifier", "a setting's name")):
+        if kind in types and not _FACT_PATTERNS[kind].search(new_text):
+            return f"the question asks for {missing} and the quotes hold none"
+    if "list" in types and len(quotes) < 2 and not _FACT_PATTERNS["list"].search(new_text):
+        return "the question asks for several items and the quotes name one"
+    if _ASKS_HOW.search(question) and not any(_explains(q.text, question, tokenize) for q in quotes):
+        return "the question asks how and no quote says how"
+    return ""
+
+
+def _explains(text: str, question: str, tokenize: Tokenize) -> bool:
+    """Whether a sentence says something of a mechanism: new terms, and a step, condition or means."""
+    new_terms = set(tokenize(text)) - set(tokenize(question))
+    return len(new_terms) >= MIN_NEW_TERMS and bool(_MECHANISM.search(text))
