@@ -451,7 +451,7 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
     table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
     chosen = table or _with_antecedents(_with_follow_on(chosen, scored, types, wants_code), scored)
-    chosen = _with_blocks(chosen, scored, options.max_chars)
+    chosen = _with_blocks(chosen, scored, options.max_chars, wants_all=bool({"how", "list"} & types))
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
 
 
@@ -491,14 +491,13 @@ def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: fro
     return chosen
 
 
-def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: int) -> list[_Scored]:
-    """The lead-in that leads the answer with the first items of the block it introduces ("5 个
-    处理器链式执行:" and the processors), and each chosen item, row or code line with its lead-in
-    before it.
+def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: int, *, wants_all: bool = False) -> list[_Scored]:
+    """Each chosen lead-in with the first items of the block it introduces ("5 个处理器链式执行:"
+    and the processors), and each chosen item, row or code line with its lead-in before it.
 
-    An item stays a precise answer ("rrf_k: 60"): only its lead-in joins it, as does a lead-in
-    chosen as its companion. A lead-in's items are taken in order while they fit in max_chars,
-    so a long list is quoted from its start.
+    An item stays a precise answer ("rrf_k: 60"): only its lead-in joins it, unless the question
+    asks for a list or how something works (wants_all), which the whole block answers. Items
+    are taken in order while they fit in max_chars, so a long list is quoted from its start.
     """
     blocks: dict[tuple[int, int], list[_Scored]] = {}
     for s in scored:
@@ -517,10 +516,12 @@ def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: in
     for s in chosen:
         block = blocks.get((id(s.passage), s.unit.block), [])
         lead = block[0] if block and block[0].unit.is_lead_in and len(block) > 1 else None
-        if lead is not None and id(lead) not in taken:
-            used += 0 if id(lead) in picked else len(lead.unit.text)
-            take(lead)
-        if lead is s is chosen[0]:
+        if lead is None or id(lead) in taken:
+            take(s)
+            continue
+        used += 0 if id(lead) in picked else len(lead.unit.text)
+        take(lead)
+        if wants_all or not any(id(item) in picked for item in block[1:]):
             for item in block[1 : 1 + MAX_BLOCK_ITEMS]:
                 if id(item) not in picked:
                     if used + len(item.unit.text) > max_chars:

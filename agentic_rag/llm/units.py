@@ -100,6 +100,7 @@ class _Line(NamedTuple):
     kind: str  # "row", "item", "line", "heading" or "drawing"
     key: str
     gap: bool  # a blank line (or a rule) comes before it
+    is_code: bool = False  # a line of a code block: fenced, indented as code, or a "//" comment
 
 
 def readable_text(text: str) -> str:
@@ -124,12 +125,12 @@ def split_units(text: str) -> list[Unit]:
             units.append(Unit(line.text, len(units), line.kind, is_code, table, line.key, block))
             continue
         pieces = [piece for sentence in _join_leads(split_sentences(line.text)) for piece in _command_then_prose(sentence)]
-        lead_block = blocks.open_after(line, pieces[-1][1]) if pieces else -1
+        lead_block = blocks.open_after(line, pieces[-1][1] or line.is_code) if pieces else -1
         kind = "item" if line.kind == "item" else "sentence"
         for n, (piece, is_code) in enumerate(pieces):
             is_lead_in = n == len(pieces) - 1 and lead_block >= 0
             units.append(Unit(
-                piece, len(units), kind, is_code, key=line.key if n == 0 else "",
+                piece, len(units), kind, is_code or line.is_code, key=line.key if n == 0 else "",
                 block=lead_block if is_lead_in else block, is_lead_in=is_lead_in,
             ))
     return units
@@ -358,8 +359,16 @@ def _readable_lines(text: str) -> Iterator[_Line]:
             cleaned, key = ", ".join(cells), cells[0] if width == 2 else ""
         if cleaned:
             kind = _line_kind(line, cleaned, kind, fenced)
-            yield _Line(cleaned, kind, key or (_key_of(cleaned) if kind in ("line", "item") else ""), gap)
+            key = key or (_key_of(cleaned) if kind in ("line", "item") else "")
+            yield _Line(cleaned, kind, key, gap, fenced or (kind == "line" and _is_code_line(line)))
             gap = False
+
+
+def _is_code_line(line: str) -> bool:
+    """Whether a line outside a fence is code all the same: indented four spaces or a tab (an
+    indented code block, or a line inside a block whose fences ingestion took away), or a "//"
+    comment ("// 重排序失败，使用原结果" explains code, it is not an answer)."""
+    return line.startswith(("    ", "\t")) or line.lstrip().startswith("//")
 
 
 def _is_rule(line: str) -> bool:

@@ -162,3 +162,38 @@ def test_a_key_value_line_whose_key_the_question_names_answers_it():
     text = "融合参数说明如下。\nrrf_k: 60\n融合时两路结果按排名倒数相加，参数越大排名差异的影响越小。"
     reading = read("rrf_k 的默认值是多少？", [Passage("1", text, 0, "融合")], tokenize=analyze)
     assert reading.picks[0].unit.text == "rrf_k: 60"
+
+
+RERANK_NODE = """功能：对检索结果重新排序
+
+实现：
+
+func rerank(results []Result) []Result {
+    if len(results) <= 3 {
+        return results
+    }
+    // 重排失败时沿用原来的顺序
+    return byModel(results)
+}
+
+排序方式：
+1. 模型打分：请重排模型给每条结果打分
+2. 规则打分：按关键词命中数排序
+3. 混合打分：向量分数与模型分数加权"""
+
+
+def test_lines_of_code_are_code_even_without_their_fences():
+    units = {u.text: u for u in split_units(RERANK_NODE)}
+    assert units["// 重排失败时沿用原来的顺序"].is_code
+    assert units["return results"].is_code  # indented as code
+    assert not units["功能：对检索结果重新排序"].is_code
+
+
+def test_a_list_question_answered_by_one_item_gets_the_lead_in_and_the_whole_list():
+    from knowledge.analysis import analyze
+
+    reading = read("重排有哪几种排序方式？混合打分怎么算？", [Passage("1", RERANK_NODE, 0, "Rerank 节点")], tokenize=analyze)
+    texts = [p.unit.text for p in reading.picks]
+    assert texts[0] == "排序方式："
+    assert {"模型打分：请重排模型给每条结果打分", "规则打分：按关键词命中数排序", "混合打分：向量分数与模型分数加权"} <= set(texts)
+    assert not any(t.startswith("//") for t in texts)
