@@ -110,7 +110,7 @@ MAX_CLOSEST = 3
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
-_DOCUMENTS_KB = re.compile(r"<documents\b[^>]*?\bkb=\"([^\"]*)\"")
+_DOCUMENTS_KB = re.compile(r"<documents\b[^>]*?\bkb=\"([^\"]*)\"")  # matched at an opening only
 _QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
 # A name from its first word character ("\b" after any leading "-"), tried once per run of name
 # characters: from each of them, "[\w-]+" would read to the run's end again.
@@ -275,7 +275,10 @@ def _closest(documents: Sequence[Evidence], reading: Reading) -> list[Evidence]:
 def find_kb_name(messages: Sequence[Message]) -> str:
     """The name of the knowledge base the prompt's `<documents kb="…">` block comes from, or ""."""
     for message in messages:
-        found = _DOCUMENTS_KB.search(message.content)
+        # Tried at the first opening only: searched, a text of many "<documents" without ">" would
+        # be read to its end from each of them.
+        opening = message.content.find("<documents")
+        found = _DOCUMENTS_KB.match(message.content, opening) if opening >= 0 else None
         if found:
             return _unescape(found.group(1))
     return ""

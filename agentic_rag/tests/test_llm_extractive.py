@@ -200,3 +200,14 @@ def test_it_wraps_its_answer_as_json_when_asked():
 )
 def test_it_splits_chinese_and_english_sentences(text, expected):
     assert split_sentences(text) == expected
+
+
+def test_the_knowledge_bases_name_is_read_from_the_documents_opening_in_linear_time():
+    import time
+
+    from agentic_rag.llm.extractive import find_kb_name
+
+    assert find_kb_name([Message("user", DESIGN_DOCUMENTS)]) == "Design docs"
+    started = time.process_time()
+    assert find_kb_name([Message("user", "<documents " * 20_000)]) == ""
+    assert time.process_time() - started < 0.5  # searched from every opening, it takes seconds
