@@ -24,6 +24,7 @@ from .analysis import analyze
 from .candidates import Candidate
 from .fusion import CROSS_LANG_TERMS, ONE_WAY_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
+from .languages import kb_languages, needs_translation
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
 from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
@@ -216,6 +217,9 @@ def retrieve(
 
 def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> None:
     timer = _Timer(result.timings_ms)
+    if params.expand_cross_language and not needs_translation(query, kb_languages(kb)):
+        # A KB in the question's language alone: translated variants reach nothing new there.
+        params = dataclasses.replace(params, expand_cross_language=False)
     context = _search_context(query, kb, params, backend, embedder, timer)
     if not any(context.tokens):
         # Punctuation or emoji alone: a vector of it would match noise.
