@@ -52,11 +52,19 @@ _ASKS_EN = re.compile(
 )
 _POINTS_BACK = re.compile(r"^(?:它|其|这|该|此|那|他们|它们|上述|以上)|^(?:it|its|they|their|this|that|these|those|them)\b",
                           re.IGNORECASE)
-# A later clause that names what the clause before it asked about ("how many of them …", "which
-# alternative …", "其他的呢") does not stand alone either, wherever the word is.
+# A later clause that names what the clause before it asked about ("how many of them …", "does
+# that default …", "which alternative …", "各自的用途", "应用自身又做了什么") does not stand alone
+# either, wherever the word is.
 _REFERS_BACK = re.compile(
-    r"它|他们|其中|其他|其余|另一|上述|以上|前者|后者|这些|那些|同样"
-    r"|\b(?:it|its|they|them|their|those|these|former|latter|alternatives?|other|others|another|else|instead|rest|remaining|same)\b",
+    r"它|他们|其中|其他|其余|另一|上述|以上|前者|后者|这些|那些|同样|各自|又|也|两边|两者|二者|双方"
+    r"|\b(?:it|its|they|them|their|this|that|those|these|former|latter|alternatives?|other|others|another|else|instead"
+    r"|rest|remaining|same)\b|\bthere\b(?!\s+(?:is|are|was|were|be)\b)",
+    re.IGNORECASE,
+)
+# "If I …, what …, and what …?": the condition holds for every clause, which is not a question alone.
+_CONDITION = re.compile(
+    r"^(?:if|once|after|before|suppose|unless|when(?!\s+(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
+    r"|如果|假如|假设|若|当)\b",
     re.IGNORECASE,
 )
 _LEADING_JOIN = re.compile(r"^(?:and|also|plus|then)\s+|^(?:并且|而且|并|和|及|以及|还有|另外|同时|此外)", re.IGNORECASE)
@@ -64,6 +72,8 @@ _TRIM = " \t\n,，、。."
 
 # "X 和 Y 分别是多少": the items before 分别/各自 share what follows.
 _DISTRIBUTED_ZH = re.compile(r"^(?P<head>.+?)\s*(?:分别|各自|各)\s*(?P<rest>(?:的|是|有|为|用|在|需要|要|多|怎么|如何|采用|使用|依赖|支持|设置|默认).*)$")
+_SENTENCE_END = re.compile(r"[？?。；;!！]")
+_SHARED_LEAD_ZH = re.compile(r"^.+?(?<![存现正所实])在(?=.)")
 _LIST_ZH = re.compile(r"\s*(?:以及|和|与|跟|及|、)\s*")
 # "对比 A 和 B 的 X", "A 和 B 的 X 有什么区别": the attribute X of each side.
 _COMPARE_ZH = re.compile(r"^(?:请)?(?:对比|比较)(?:一下)?\s*(?P<a>.{1,20}?)\s*(?:和|与|跟)\s*(?P<b>.{1,20}?)\s*的\s*(?P<x>[^，,？?。]{2,20}?)[？?。]?$")
@@ -79,6 +89,10 @@ _REPEATED_PREPOSITION_EN = re.compile(
     r"^(?P<head>.*?\b(?P<prep>of|for|in|on|by|from|at))\s+(?P<a>.+?),?\s+and\s+(?P=prep)\s+(?P<b>.+?)\s*(?P<mark>\?)?$",
     re.IGNORECASE,
 )
+_COMPARES_EN = re.compile(r"\b(?:differ|differs|different|difference|compare[sd]?|comparison|versus|vs|between)\b", re.IGNORECASE)
+MAX_ITEM_WORDS = 5
+# A list that shares an asking word is said in one clause: no commas or semicolons in it.
+_CLAUSE_MARK = re.compile(r"[,;，；]")
 _COMPARE_EN = re.compile(
     r"^(?:compare|contrast)\s+(?P<head>.+?\b(?:of|for|in))\s+(?P<a>.+?)\s+(?:and|with|vs\.?|versus)\s+(?P<b>.+?)\s*[.?]?$",
     re.IGNORECASE,
@@ -105,7 +119,7 @@ def _clauses(text: str, tokenize: Tokenize) -> list[str]:
     pieces = [piece for piece in pieces if piece.strip(" ?？;；")]
     if len(pieces) < 2:
         return []
-    if any(_REFERS_BACK.search(piece) for piece in pieces[1:]):
+    if any(_REFERS_BACK.search(piece) for piece in pieces[1:]) or _CONDITION.match(pieces[0]):
         return []
     return pieces if all(_stands_alone(piece, tokenize) for piece in pieces) else []
 
@@ -130,7 +144,8 @@ def _distributed_zh(text: str) -> list[str]:
     if not match:
         return []
     head, rest = match.group("head"), match.group("rest")
-    if not _ASKS_ZH.search(rest):  # "A 和 B 分别介绍一下": no question to give each
+    if not _ASKS_ZH.search(rest) or _SENTENCE_END.search(head + rest.rstrip("？?。；;!！ ")):
+        # "A 和 B 分别介绍一下" gives no question to each; "…分别…？两边…吗？" is two sentences.
         return []
     shared = ""
     if "，" in head or "," in head:  # "在文档中，A 和 B 分别…": the lead-in belongs to every item
@@ -139,6 +154,10 @@ def _distributed_zh(text: str) -> list[str]:
     items = [_clean(item) for item in _LIST_ZH.split(head)]
     if len(items) < 2 or not all(items):
         return []
+    lead = _SHARED_LEAD_ZH.match(items[0])
+    if lead and not any(_SHARED_LEAD_ZH.match(item) for item in items[1:]):
+        # "Jaccard 相似度在重排打分和实体消歧里分别…": the subject before 在 is every item's.
+        items = [items[0], *(lead.group() + item for item in items[1:])]
     attribute = re.search(r"\s*的[^的]+$", items[-1])
     if attribute and not any("的" in item for item in items[:-1]):
         # "向量和 BM25 的权重分别是多少": the weight of each, not "向量是多少".
@@ -159,9 +178,11 @@ def _compared_zh(text: str) -> list[str]:
 
 
 def _respectively_en(text: str) -> list[str]:
-    match = _RESPECTIVELY_EN.match(text)
+    match = None if _CLAUSE_MARK.search(text) else _RESPECTIVELY_EN.match(text)
     start = _ITEM_START_EN.match(match.group("before")) if match else None
     if not (match and start and _ASKS_EN.search(start.group("head"))):
+        return []
+    if max(len(start.group("a").split()), len(match.group("b").split())) > MAX_ITEM_WORDS:
         return []
     tail = f" {match.group('tail')}" if match.group("tail") else ""
     mark = match.group("mark") or ""
@@ -169,8 +190,11 @@ def _respectively_en(text: str) -> list[str]:
 
 
 def _repeated_preposition_en(text: str) -> list[str]:
-    match = _REPEATED_PREPOSITION_EN.match(text)
-    if not match or not _ASKS_EN.search(match.group("head")):
+    match = None if _CLAUSE_MARK.search(text) else _REPEATED_PREPOSITION_EN.match(text)
+    # "… of A and of B differ in …": B must end the question, and a comparison is one question.
+    if not match or not _ASKS_EN.search(match.group("head")) or _COMPARES_EN.search(text):
+        return []
+    if len(match.group("b").split()) > MAX_ITEM_WORDS:
         return []
     mark = match.group("mark") or ""
     return [f"{match.group('head')} {match.group(side)}{mark}" for side in ("a", "b")]
@@ -191,6 +215,21 @@ def _clean(piece: str) -> str:
 def part_heading(n: int, part: str) -> str:
     """The line that opens one part's answer."""
     return f"**{n}. {part.strip()}**"
+
+
+def answer_parts(answer: str, questions: list[str]) -> list[tuple[str, str]]:
+    """(question, its answer) for each part of an answer written under part_heading lines; []
+    when the answer does not have them all (it was cut short). Text before the first heading
+    belongs to the first part."""
+    starts: list[int] = []
+    for n, question in enumerate(questions, 1):
+        at = answer.find(part_heading(n, question), starts[-1] if starts else 0)
+        if at < 0:
+            return []
+        starts.append(at)
+    ends = [*starts[1:], len(answer)]
+    return [(question, answer[(0 if i == 0 else start):end])
+            for i, (question, start, end) in enumerate(zip(questions, starts, ends, strict=True))]
 
 
 def part_not_found(part: str, question: str) -> str:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 
 from agentic_rag.tests.linear_time_support import MESSAGE_CHARS, cpu_seconds, linear_time_settings, long_texts
-from chat.pipeline.compound import part_not_found, split_question
+from chat.pipeline.compound import answer_parts, part_not_found, split_question
 from knowledge.analysis import analyze
 
 
@@ -24,6 +24,8 @@ from knowledge.analysis import analyze
             "What is the failure threshold of the circuit breaker, and which algorithm does the rate limiter use?",
             ["What is the failure threshold of the circuit breaker", "which algorithm does the rate limiter use?"],
         ),
+        ("When does the breaker open, and which algorithm does the rate limiter use?",
+         ["When does the breaker open", "which algorithm does the rate limiter use?"]),
         ("What is hybrid search and how does the circuit breaker work?", ["What is hybrid search", "how does the circuit breaker work?"]),
         ("What does Celery use, and which storage does Milvus replace?", ["What does Celery use", "which storage does Milvus replace?"]),
         ("Which broker does Celery use? What does LightRAG extend?", ["Which broker does Celery use?", "What does LightRAG extend?"]),
@@ -32,6 +34,10 @@ from knowledge.analysis import analyze
         ("熔断器和限流器分别是多少", ["熔断器是多少", "限流器是多少"]),
         ("混合检索里向量和 BM25 的权重分别是多少？", ["混合检索里向量的权重是多少？", "BM25 的权重是多少？"]),
         ("知识问答和代码生成分别用多少温度？", ["知识问答用多少温度？", "代码生成用多少温度？"]),
+        ("Jaccard 相似度在重排打分和实体消歧里分别是怎么用的？",
+         ["Jaccard 相似度在重排打分是怎么用的？", "Jaccard 相似度在实体消歧里是怎么用的？"]),
+        ("同一个问题问第二遍时，哪些步骤会因为缓存而变快？缓存保留多久？",
+         ["同一个问题问第二遍时，哪些步骤会因为缓存而变快？", "缓存保留多久？"]),
         ("熔断器的失败率阈值和限流器的速率分别是多少？", ["熔断器的失败率阈值是多少？", "限流器的速率是多少？"]),
         ("GraphRAG 和 LightRAG 分别依赖什么？", ["GraphRAG 依赖什么？", "LightRAG 依赖什么？"]),
         ("网关、缓存和队列各自的超时是多少？", ["网关的超时是多少？", "缓存的超时是多少？", "队列的超时是多少？"]),
@@ -77,6 +83,14 @@ def test_a_compound_question_is_cut_into_questions_of_their_own(question, parts)
         "How many chunks does the demo knowledge base hold, and how many of them have distinct text?",
         "Which algorithm finds communities in the graph, and which alternative can still be selected?",
         "默认用哪个模型？还有其他哪些模型可选？",
+        "When no keyword rule matches a message, which intent do the chat pipeline and document chat each fall back "
+        "to, and does that default lead to a clarifying question?",
+        "系统里有哪些地方用到了余弦相似度？各自的用途或阈值是什么？",
+        "部署在 nginx 后面时，需要怎样配置才能让 SSE 流正常工作？应用自身又做了什么配合？",
+        "If I ask the chat what the rate limit is, will the metrics tool answer it, and what answer should come back?",
+        "How do the streaming responses of the main chat endpoint and of the document-chat endpoint differ in their "
+        "event names?",
+        "聊天流水线和文档对话分别在什么情况下会反问用户？两边的置信度阈值一样吗？",
         "",
         "？？",
     ],
@@ -106,3 +120,15 @@ def test_a_long_message_is_read_in_bounded_time(message):
 def test_a_long_run_is_read_once(message):
     parts, seconds = cpu_seconds(lambda text: split_question(text, analyze), message)
     assert seconds < 0.25 and isinstance(parts, list)
+
+
+def test_an_answer_is_read_back_part_by_part():
+    questions = ["When does it open?", "How are the rankings fused?"]
+    answer = "(label)\n**1. When does it open?**\n\nAt 10%. [1]\n\n**2. How are the rankings fused?**\n\nBy RRF. [2]"
+
+    parts = answer_parts(answer, questions)
+
+    assert [question for question, _ in parts] == questions
+    assert "At 10%. [1]" in parts[0][1] and "(label)" in parts[0][1] and "[2]" not in parts[0][1]
+    assert parts[1][1].strip().endswith("By RRF. [2]")
+    assert answer_parts(answer[:40], questions) == []  # cut short: read as one answer
