@@ -392,6 +392,7 @@ def _prompt(run: ChatRun) -> Outcome:
         (part, assemble_prompt(
             part.question, stages.evidence_for_part(run.evidence, part.numbers), history,
             cite=run.options.enable_source_citation, temperature=run.options.temperature, memory=run.memory,
+            kb_name=run.kb.name if run.kb else "",
         ) if part.numbers else None)
         for part in run.parts
     )

@@ -16,6 +16,7 @@ from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 
 from .citations import MAY_NOT_ANSWER, UNVERIFIED, Citation, check_citations, display_answer, find_citations
+from .compound import answer_parts
 from .graph import CHAT_GRAPH
 from .options import ChatResult, StageStatus, StageTiming, intent_label
 from .run import ChatRun
@@ -93,7 +94,7 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
         return []
     started = run.recorder.elapsed_ms()
     timeout_s = node_timeout_s("verify")
-    waited = wait_for(lambda: check_citations(raw, run.evidence, run.message, tokenize=analyze, expand=expand_query),
+    waited = wait_for(lambda: _check_citations(run, raw),
                       scope="verify", timeout_s=timeout_s, apart=timeout_s is not None, on_timeout=run.abandon)
     citations = waited.value
     if citations is None:  # past its timeout: the citations are shown, none of them as verified
@@ -107,6 +108,19 @@ def _citations(run: ChatRun, raw: str) -> list[Citation]:
                      output=[c.as_verification() for c in citations], status="failed" if failed else "ok",
                      error="; ".join(filter(None, why)))
     return citations
+
+
+def _check_citations(run: ChatRun, raw: str) -> list[Citation]:
+    """The answer's citations checked; a compound question's part by part, each part's quotes
+    against its own question (they answer it, not the whole message)."""
+    parts = answer_parts(raw, [part.question for part, _ in run.part_prompts]) if run.part_prompts else []
+    if not parts:
+        return check_citations(raw, run.evidence, run.message, tokenize=analyze, expand=expand_query)
+    return [
+        citation
+        for question, text in parts
+        for citation in check_citations(text, run.evidence, question, tokenize=analyze, expand=expand_query)
+    ]
 
 
 def unverified_citations(answer: str, evidence: Sequence[EvidenceItem], reason: str) -> list[Citation]:

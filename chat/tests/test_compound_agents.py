@@ -71,6 +71,8 @@ def test_every_agent_answers_each_part_from_its_own_document(alice, kb, extracti
     assert "0.7" in first and "10%" in second
     assert _cited_docs(result.answer, first, result.evidence) == {"weights.md"}
     assert _cited_docs(result.answer, second, result.evidence) == {"breaker.md"}
+    # Each part's quotes are checked against its own question, which they answer.
+    assert result.citations and all(c["verified"] for c in result.citations), result.citations
     parts = [event.data for event in events.of("part")]
     assert [p["docs"][:1] for p in parts] == [["weights.md"], ["breaker.md"]] and all(p["found"] for p in parts)
     assert [s for s in result.agent_steps if s["type"] == "part"] == [{"type": "part", **p} for p in parts]
@@ -119,4 +121,6 @@ def test_a_part_nothing_answers_is_named_as_not_found(alice, kb, extractive, age
     found, not_found = _answer_parts(result.answer)
     assert re.search(f"{said}[:：] ?{re.escape(missing)}", not_found) and not re.search(r"\[\d+\]", not_found)
     assert re.search(r"\[\d+\]", found)
+    # The found part's quotes answer their part, though not the part nothing answers.
+    assert result.citations and all(c["verified"] for c in result.citations), result.citations
     assert [p.data["found"] for p in events.of("part")] == [True, False]
