@@ -40,6 +40,7 @@ import numpy as np
 from knowledge.candidates import Candidate
 from knowledge.fusion import FusionParams, apply_example_penalty, fuse
 from knowledge.gate import GateParams
+from knowledge.languages import kb_languages
 from knowledge.models import KnowledgeBase
 from knowledge.recall import PathWeights
 from knowledge.rerank import FIVE_FACTOR_KEY
@@ -166,7 +167,7 @@ def tune(kb: KnowledgeBase, questions: Sequence[EvalQuestion], *, save: bool = T
     # stage (an LLM judge, say) is left out: tuning would call it for every train question.
     kb.refresh_from_db(fields=["embedder"])
     params = evaluation_params(
-        kb, "hybrid", fusion=default_fusion(kb.embedder), rerank=default_rerank(kb.embedder), paths=default_paths(kb.embedder),
+        kb, "hybrid", fusion=default_fusion(kb.embedder, kb_languages(kb)), rerank=default_rerank(kb.embedder), paths=default_paths(kb.embedder),
         rerank_second_stage="",
         leg_top_k=RetrievalParams.leg_top_k, expand_cross_language=True, example_penalty=True,
     )

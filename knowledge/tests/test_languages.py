@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agentic_rag.embeddings import get_embedder
+from knowledge.fusion import FusionParams
 from knowledge.languages import kb_languages, languages_of, needs_translation, query_language
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalParams, retrieve
@@ -90,3 +93,42 @@ def test_the_kbs_languages_follow_its_documents(kb):
     assert kb_languages(kb) == {"zh", "en"}
     assert kb_languages(KnowledgeBase(slug="unsaved")) == frozenset()
 
+
+def test_an_untuned_kb_in_chinese_alone_leans_on_model_vectors():
+    from knowledge.retrieval import (
+        CHINESE_HYBRID_RERANK_DEPTH,
+        CHINESE_MODEL_FUSION,
+        LEXICAL_FUSION,
+        MODEL_FUSION,
+        MODEL_HYBRID_RERANK_DEPTH,
+        default_fusion,
+        default_hybrid_rerank_depth,
+    )
+
+    assert default_fusion("e5-small", frozenset({"zh"})) == CHINESE_MODEL_FUSION
+    assert CHINESE_MODEL_FUSION.vector_weight > CHINESE_MODEL_FUSION.bm25_weight
+    assert default_fusion("e5-small", frozenset({"zh", "en"})) == MODEL_FUSION
+    assert default_fusion("e5-small", frozenset({"en"})) == MODEL_FUSION
+    assert default_fusion("e5-small") == MODEL_FUSION
+    assert default_fusion("hashing-1024", frozenset({"zh"})) == LEXICAL_FUSION
+    assert default_hybrid_rerank_depth("e5-small", frozenset({"zh"})) == CHINESE_HYBRID_RERANK_DEPTH
+    assert default_hybrid_rerank_depth("e5-small", frozenset({"zh", "en"})) == MODEL_HYBRID_RERANK_DEPTH
+    assert default_hybrid_rerank_depth("hashing-1024", frozenset({"zh"})) is None
+
+
+def test_params_for_a_chinese_kb_over_model_vectors_use_the_chinese_fusion_until_tuned(kb):
+    from knowledge.models import SearchEntry
+    from knowledge.retrieval import CHINESE_HYBRID_RERANK_DEPTH, CHINESE_MODEL_FUSION, params_for_kb, save_params_for_kb
+
+    ingest(kb, CHINESE_DOCS)
+    # As if re-embedded by a model (the entries' tokens are what the languages are read from).
+    SearchEntry.objects.filter(kb=kb).update(embedder="e5-small")
+    KnowledgeBase.objects.filter(pk=kb.pk).update(embedder="e5-small")
+    kb.refresh_from_db()
+
+    assert params_for_kb(kb).fusion == CHINESE_MODEL_FUSION
+    assert params_for_kb(kb).hybrid_rerank_depth == CHINESE_HYBRID_RERANK_DEPTH
+
+    tuned = dataclasses.replace(params_for_kb(kb), fusion=FusionParams(mode="rrf"))
+    save_params_for_kb(kb, tuned)
+    assert params_for_kb(kb).fusion == FusionParams(mode="rrf")
