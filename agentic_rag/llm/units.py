@@ -69,6 +69,8 @@ _FENCE = re.compile(r"\s{0,3}(?:```|~~~)")
 MAX_HEADING_CHARS = 30  # a numbered line longer than this says something: it is not a bare heading
 MAX_KEY_CHARS = 20  # "rrf_k: 60", "超时：30 秒": a longer text before the colon is a clause, not a name
 LEAD_IN_ENDS = (":", "：")
+# A line of code that ends in a colon ("for attempt in range(3):", "else:") introduces code, not a list.
+_CODE_OPENING = re.compile(r"(?:for|if|elif|else|while|try|except|finally|with|def|class|async|switch|case|default)\b")
 _PAIR_SEPARATOR = re.compile(r"，|,\s")
 
 
@@ -140,8 +142,8 @@ class _Blocks:
     """Which lead-in's block each line belongs to, read line by line.
 
     A line ending in a colon opens a block; the lines after it join it, across one blank line
-    right after the lead-in (a code block is its own paragraph), up to the next blank line, a
-    heading or another lead-in.
+    right after the lead-in (a code block is its own paragraph), up to the next blank line or
+    heading.
     """
 
     def __init__(self) -> None:
@@ -158,8 +160,14 @@ class _Blocks:
         return self.current
 
     def open_after(self, line: _Line, is_code: bool) -> int:
-        """The block a lead-in line opens (-1 if it is not one); it closes the block it was in."""
+        """The block a lead-in line opens (-1 if it is not one). Blocks do not nest: a line ending
+        in a colon inside a block ("for attempt in range(3):" in the code a lead-in introduces)
+        is one of its lines."""
+        if self.current >= 0 and self.taken:
+            return -1
         if is_code or line.kind not in ("line", "item") or not line.text.endswith(LEAD_IN_ENDS):
+            return -1
+        if _CODE_OPENING.match(line.text):
             return -1
         self.current, self.taken = self.count, 0
         self.count += 1

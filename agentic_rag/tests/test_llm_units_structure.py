@@ -197,3 +197,29 @@ def test_a_list_question_answered_by_one_item_gets_the_lead_in_and_the_whole_lis
     assert texts[0] == "排序方式："
     assert {"模型打分：请重排模型给每条结果打分", "规则打分：按关键词命中数排序", "混合打分：向量分数与模型分数加权"} <= set(texts)
     assert not any(t.startswith("//") for t in texts)
+
+
+RETRY = """LLM 限流重试
+
+问题: 模型接口返回 429 Too Many Requests。
+解决: 最多重试 3 次，间隔逐次变长:
+
+for attempt in range(3):
+reply = await call_model(prompt)
+if "429" in reply.error:
+await asyncio.sleep(2 ** attempt + 1)  # 2s, 3s, 5s
+continue"""
+
+
+def test_code_lines_ending_in_a_colon_stay_in_the_block_of_their_lead_in():
+    units = split_units(RETRY)
+    lead = next(u for u in units if u.is_lead_in)
+    assert lead.text == "解决: 最多重试 3 次，间隔逐次变长:"
+    members = [u.text for u in units if u.block == lead.block][1:]
+    assert members[0] == "for attempt in range(3):" and members[-1] == "continue"
+    assert [u for u in units if u.is_lead_in] == [lead]
+
+
+def test_a_lead_in_to_code_is_quoted_with_the_code():
+    body = answer_of("限流时最多重试几次，间隔怎么变？", ("2.7 LLM 限流重试", RETRY))
+    assert "解决: 最多重试 3 次，间隔逐次变长:" in body and "# 2s, 3s, 5s" in body
