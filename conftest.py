@@ -63,13 +63,17 @@ def _fresh_search_backend():
     # The embedded backend caches indexes by KB id and content_version; test databases
     # reuse both after each rollback, so each test gets its own backend.
     import graphrag.search
+    import knowledge.languages
     import knowledge.search
 
-    knowledge.search._backend = None
-    graphrag.search._cache.clear()  # the same goes for the graph's arrays
+    def forget() -> None:
+        knowledge.search._backend = None
+        graphrag.search._cache.clear()  # the same goes for the graph's arrays
+        knowledge.languages._kb_languages.cache_clear()  # and for a KB's languages
+
+    forget()
     yield
-    knowledge.search._backend = None
-    graphrag.search._cache.clear()
+    forget()
 
 
 @pytest.fixture

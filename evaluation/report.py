@@ -8,12 +8,14 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management.base import BaseCommand
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,32 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     if args:
         args[0] = Path(args[0]).name
     return shlex.join(args)
+
+
+# Options every management command has; they say nothing about what was measured.
+_BASE_OPTIONS = frozenset({"verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks"})
+
+
+def invoked_as(name: str, options: Mapping[str, Any], flags: Mapping[str, str], argv: Sequence[str] | None = None) -> str:
+    """The management command `name` as typed, or, when it was called from code (a test, a
+    script: sys.argv is theirs), as it would be typed with the options it was given. `flags`
+    maps an option's dest to the flag that sets it."""
+    args = list(sys.argv if argv is None else argv)
+    if args[1:2] == [name]:
+        return command_line(args)
+    words = ["manage.py", name]
+    for key, value in options.items():
+        if key in _BASE_OPTIONS or key not in flags or value in (None, False, "", [], ()):
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        words += [flags[key]] if value is True else [part for item in values for part in (flags[key], str(item))]
+    return shlex.join(words)
+
+
+def option_flags(command: BaseCommand, name: str) -> dict[str, str]:
+    """Each option's dest and its first flag, from the command's own parser."""
+    parser = command.create_parser("manage.py", name)
+    return {action.dest: action.option_strings[0] for action in parser._actions if action.option_strings}
 
 
 def default_report_path(name: str, now: datetime | None = None) -> Path:

@@ -19,7 +19,7 @@ from chat.pipeline.state import language_of
 from evaluation.answers import AnswerCase, metric_counts, score_answer, summarise
 from evaluation.datasets import DatasetError, import_dataset, read_golden
 from evaluation.models import EvaluationRun, GoldenQuestion
-from evaluation.report import Table, render_report
+from evaluation.report import Table, invoked_as, render_report
 from evaluation.seeds import gold_span_dataset
 from knowledge.models import Document, KnowledgeBase
 
@@ -344,3 +344,15 @@ def test_evaluate_answers_writes_its_report_and_prints_the_breakdowns(alice, see
     assert text.startswith("# Answers on seeds-md") and "- commit: `" in text
     assert re.search(r"\| keyword_pass_en \| \d\.\d{4} \| 1 \|", text)
     assert re.search(r"\| keyword_pass_zh \| \d\.\d{4} \| 2 \|", text)
+
+
+def test_a_report_names_the_command_as_typed_or_as_it_would_be_typed():
+    flags = {"seeds": "--seeds", "form": "--as", "sets": "--set", "report": "--report", "verbosity": "-v"}
+    options = {"seeds": Path("seeds"), "form": "txt", "sets": [Path("a.json"), Path("b.json")], "report": "",
+               "cmrc": None, "verbosity": 1}
+    typed = ["/x/manage.py", "seeds_eval", "--seeds", "seeds", "--as", "txt"]
+    assert invoked_as("seeds_eval", options, flags, argv=typed) == "manage.py seeds_eval --seeds seeds --as txt"
+    # Called from code (pytest, a script), sys.argv is not the command's: it is rebuilt from its options.
+    assert invoked_as("seeds_eval", options, flags, argv=["pytest", "-q"]) == (
+        "manage.py seeds_eval --seeds seeds --as txt --set a.json --set b.json"
+    )

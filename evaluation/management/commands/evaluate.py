@@ -21,7 +21,7 @@ from evaluation.answers import (
 )
 from evaluation.graph_leg import judge_graph_leg
 from evaluation.metrics import METRIC_KEYS
-from evaluation.report import Table, answer_table, default_report_path, write_report
+from evaluation.report import Table, answer_table, default_report_path, invoked_as, option_flags, write_report
 from evaluation.runner import Evaluation, EvaluationError, evaluate, load_questions, save_run
 from evaluation.tuning import tune
 from knowledge.fusion import FusionParams
@@ -91,7 +91,7 @@ class Command(BaseCommand):
         if options["json"] != "-":
             self._print_table(kb, evaluation, split, run.pk)
         if options["report"] is not None:
-            self._write_report(options["report"], f"Retrieval on {kb.slug}", [_retrieval_table(kb, evaluation, split)])
+            self._write_report(options, f"Retrieval on {kb.slug}", [_retrieval_table(kb, evaluation, split)])
         failures = [
             f"{metric} {evaluation.report.metrics[metric]:.4f} < {minimum:g}"
             for metric, minimum in thresholds.items()
@@ -128,7 +128,7 @@ class Command(BaseCommand):
         if options["report"] is not None:
             which = options["golden_set"] or "all golden sets"
             title = f"Answers on {kb.slug} ({which}, split {split}, agent {options['agent']})"
-            self._write_report(options["report"], title, [answer_table(title, evaluation)])
+            self._write_report(options, title, [answer_table(title, evaluation)])
         failures = [
             f"{metric} {evaluation.metrics.get(metric) or 0:.4f} < {minimum:g}"
             for metric, minimum in thresholds.items()
@@ -153,8 +153,10 @@ class Command(BaseCommand):
             self.stdout.write(f"  FAIL {failure['qid']}: {failure['question']} — {failure['why']} ({failure['trace_url']})")
         self.stdout.write(f"stored as evaluation run {run_id}")
 
-    def _write_report(self, given: str, title: str, tables: list[Table]) -> None:
-        path = write_report(Path(given) if given else default_report_path("evaluate"), title, tables)
+    def _write_report(self, options: dict, title: str, tables: list[Table]) -> None:
+        given = options["report"]
+        command = invoked_as("evaluate", options, option_flags(self, "evaluate"))
+        path = write_report(Path(given) if given else default_report_path("evaluate"), title, tables, command=command)
         self.stdout.write(f"report written to {path}")
 
     def _write_json(self, data: dict, out: str | None) -> None:

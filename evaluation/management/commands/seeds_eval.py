@@ -14,7 +14,7 @@ from chat.cli import command_user
 from chat.workers import AGENT_TYPES
 from evaluation.answers import metric_counts
 from evaluation.datasets import DatasetError, import_dataset
-from evaluation.report import Table, answer_table, default_report_path, write_report
+from evaluation.report import Table, answer_table, default_report_path, invoked_as, option_flags, write_report
 from evaluation.seeds import (
     FORMS,
     HALVES,
@@ -101,7 +101,8 @@ class Command(BaseCommand):
         if options["report"] is not None:
             notes = [f"Seed documents: {len(files)} files in `{options['seeds'].name}/`; agent {options['agent']}."]
             path = write_report(Path(options["report"]) if options["report"] else default_report_path("seeds-eval"),
-                                "Seeds dev set", [table], notes=notes)
+                                "Seeds dev set", [table], notes=notes,
+                                command=invoked_as("seeds_eval", options, option_flags(self, "seeds_eval")))
             self.stdout.write(f"report written to {path}")
 
     def _embedder(self, name: str | None):
@@ -152,7 +153,8 @@ class Command(BaseCommand):
         if options["report"] is not None:
             title = f"CMRC gold spans: first {options['limit']} questions of {options['cmrc'].name}"
             path = write_report(Path(options["report"]) if options["report"] else default_report_path("cmrc-gold-span"),
-                                title, [answer_table("keyword_pass = the answer holds a gold span", evaluation)])
+                                title, [answer_table("keyword_pass = the answer holds a gold span", evaluation)],
+                                command=invoked_as("seeds_eval", options, option_flags(self, "seeds_eval")))
             self.stdout.write(f"report written to {path}")
 
 
