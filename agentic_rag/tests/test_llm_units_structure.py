@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
 from agentic_rag.llm.reader import Passage, read
 from agentic_rag.llm.units import readable_text, split_units
+
+from .test_llm_reader import answer_of
 
 PROCESSORS = """## 4.3 后处理
 检索结果经过 4 个处理器依次执行:
@@ -38,16 +39,6 @@ FIELDS = """The summary endpoint returns different fields by mode:
 ```
 
 Each field is optional."""
-
-
-def answer_of(question: str, *documents: tuple[str, str]) -> str:
-    """The extractive answer's body for documents given as (section, text), numbered from 1."""
-    elements = "".join(
-        f'<document id="{n}" doc="d{n}.md" section="{section}">{text}</document>'
-        for n, (section, text) in enumerate(documents, 1)
-    )
-    messages = [Message("user", f"<documents>{elements}</documents><question>{question}</question>")]
-    return ExtractiveProvider().complete(messages, CompletionOptions()).text.split("\n\n", 1)[1]
 
 
 def kinds(text: str) -> list[tuple[str, str]]:
