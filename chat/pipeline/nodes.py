@@ -204,7 +204,7 @@ def _gate_parts(run: ChatRun, search: stages.KbSearch, limit: int) -> list[tuple
         merged = stages.collect_search(part.results)
         references, reason = stages.gate_part(
             part.question, merged.references, minimum=run.options.min_evidence_coverage, limit=limit,
-            tokenize=analyze, expand=expand_query,
+            tokenize=analyze, expand=expand_query, titles=stages.document_titles(merged.references[:limit]),
         )
         if not references:
             run.recorder.add("kb.part_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0,
@@ -234,8 +234,9 @@ def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
     # An agent that searched part by part: one part held well is enough to answer (its
     # warnings name the parts it could not cover).
     questions |= {part for result in search.results for part in result.parts}
+    titles = stages.document_titles(search.references)
     coverage = max(
-        stages.evidence_coverage(question, search.references, tokenize=analyze, expand=expand_query)
+        stages.evidence_coverage(question, search.references, tokenize=analyze, expand=expand_query, titles=titles)
         for question in questions
     )
     if coverage < minimum:

@@ -6,7 +6,7 @@ wires all of them to the declared graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ from agentic_rag.llm import CompletionOptions, ModelRouter
 from agentic_rag.llm.reader import UNTRANSLATED_SHARE
 from agentic_rag.llm.units import has_cjk
 from knowledge.candidates import Candidate
+from knowledge.models import Document
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
 
 from .intent import Intent, IntentResult
@@ -118,12 +119,15 @@ def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
 
 def evidence_coverage(
     question: str, references: Sequence[Candidate], *, tokenize: Callable[[str], list[str]],
-    expand: Callable[[str], list[str]] = lambda q: [q],
+    expand: Callable[[str], list[str]] = lambda q: [q], titles: Mapping[int, str] | None = None,
 ) -> float:
-    """The largest share of the question's terms one reference holds, in its text or section title.
+    """The largest share of the question's terms one reference holds, in its text or the headings
+    it stands under: its section, its chapters and its document's title (`titles`, by document id).
 
-    Each cross-language variant of the question counts, as it did in retrieval, so an English
-    question about a Chinese passage is measured against its translated terms.
+    A question names the document or chapter it asks about as often as the passage's own words,
+    and a passage of a small section holds its headings only above it. Each cross-language variant
+    of the question counts, as it did in retrieval, so an English question about a Chinese passage
+    is measured against its translated terms.
     """
     variants = [set(tokenize(q)) for q in expand(question)]
     variants = [terms for terms in variants if terms]
@@ -131,7 +135,8 @@ def evidence_coverage(
         return 1.0  # nothing to measure: leave the decision to retrieval
     best = 0.0
     for reference in references:
-        text = f"{reference.section} {reference.text}"
+        headings = ((titles or {}).get(reference.doc_id, ""), reference.chapter_level_1, reference.chapter_level_2)
+        text = " ".join(part for part in (*headings, reference.section, reference.text) if part)
         held = set(tokenize(text))
         weigh = _share_across_languages if has_cjk(question) and not has_cjk(text) else _share
         best = max(best, *(weigh(terms, held) for terms in variants))
@@ -172,13 +177,20 @@ class PartEvidence:
 
 def gate_part(
     question: str, references: Sequence[Candidate], *, minimum: float, limit: int,
-    tokenize: Callable[[str], list[str]], expand: Callable[[str], list[str]],
+    tokenize: Callable[[str], list[str]], expand: Callable[[str], list[str]], titles: Mapping[int, str] | None = None,
 ) -> tuple[list[Candidate], str]:
     """A part's references through the evidence gate on its own: none when none holds enough of it."""
     kept = list(references[:limit])
-    if kept and minimum > 0 and evidence_coverage(question, kept, tokenize=tokenize, expand=expand) < minimum:
+    if kept and minimum > 0 and evidence_coverage(question, kept, tokenize=tokenize, expand=expand, titles=titles) < minimum:
         return [], WEAK_EVIDENCE
     return kept, ""
+
+
+def document_titles(references: Sequence[Candidate]) -> dict[int, str]:
+    """The titles of the references' documents (their Markdown heading or the parser's), by id."""
+    ids = {reference.doc_id for reference in references}
+    rows = Document.objects.filter(pk__in=ids).values_list("pk", "metadata") if ids else []
+    return {pk: str((metadata or {}).get("title") or "") for pk, metadata in rows}
 
 
 def evidence_for_part(evidence: Sequence[EvidenceItem], numbers: Sequence[int]) -> tuple[EvidenceItem, ...]:

@@ -210,6 +210,39 @@ def test_evidence_coverage_is_the_share_of_the_question_one_reference_holds(ques
     assert found == pytest.approx(coverage)
 
 
+def test_evidence_coverage_reads_a_passage_under_its_chapters_and_its_documents_title():
+    from dataclasses import replace
+
+    from agentic_rag.llm.extractive import simple_tokenize
+    from chat.pipeline.stages import evidence_coverage
+
+    question = "In the billing design, which retry strategies are there?"
+    passage = replace(_reference("Exponential backoff or a fixed delay.", "Strategies"), chapter_level_1="Retry")
+    alone = evidence_coverage(question, [replace(passage, chapter_level_1="")], tokenize=simple_tokenize)
+    under_chapter = evidence_coverage(question, [passage], tokenize=simple_tokenize)
+    titled = evidence_coverage(question, [passage], tokenize=simple_tokenize, titles={1: "Billing design"})
+    other_document = evidence_coverage(question, [passage], tokenize=simple_tokenize, titles={2: "Billing design"})
+
+    assert alone < under_chapter < titled
+    assert other_document == under_chapter
+
+
+@pytest.mark.django_db
+def test_document_titles_are_the_references_documents_titles(kb):
+    from chat.pipeline.stages import document_titles
+    from knowledge.models import Document
+
+    titled = Document.objects.create(kb=kb, name="a.txt", sha256="a" * 64, metadata={"title": "Billing design"})
+    untitled = Document.objects.create(kb=kb, name="b.txt", sha256="b" * 64)
+    references = [
+        Candidate(chunk_id=1, doc_id=titled.pk, doc_name="a.txt", text="x"),
+        Candidate(chunk_id=2, doc_id=untitled.pk, doc_name="b.txt", text="y"),
+    ]
+
+    assert document_titles(references) == {titled.pk: "Billing design", untitled.pk: ""}
+    assert document_titles([]) == {}
+
+
 def test_evidence_coverage_counts_a_translated_question():
     from agentic_rag.llm.extractive import simple_tokenize
     from chat.pipeline.stages import evidence_coverage
