@@ -22,6 +22,7 @@ from agentic_rag.llm import get_llm
 
 from .analysis import analyze
 from .candidates import Candidate
+from .crosslingual import crosslingual_hits, interleave
 from .fusion import CROSS_LANG_TERMS, ONE_WAY_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
 from .languages import kb_languages, needs_translation
@@ -226,6 +227,11 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
         result.reason = "the query has no words to search for"
         return
     result.fused = _recall(context, params, result, timer)
+    if settings.CROSSLINGUAL_LEG and needs_translation(query, kb_languages(kb)):
+        extra = timer("crosslingual", lambda: context.candidates(crosslingual_hits(kb, query, params.leg_top_k), "crosslingual"))
+        if extra:  # none without the reader's encoder or its unit vectors
+            result.legs["crosslingual"] = extra
+            result.fused = interleave(result.fused, extra)
     result.scope = timer("scope", lambda: _scope(query, kb, params))
     if result.scope and result.scope.chapter:
         result.fused = _with_chapter_chunks(context, result.fused, result.scope, params.top_k)
