@@ -211,3 +211,44 @@ def test_the_knowledge_bases_name_is_read_from_the_documents_opening_in_linear_t
     started = time.process_time()
     assert find_kb_name([Message("user", "<documents " * 20_000)]) == ""
     assert time.process_time() - started < 0.5  # searched from every opening, it takes seconds
+
+
+PIPELINE_DOCUMENTS = """<documents kb="Pipeline docs">
+<document id="1" doc="pipeline.md" section="3 延迟目标">流式对话流水线的首字延迟目标是 800ms，总延迟目标是 3 秒。</document>
+<document id="2" doc="pipeline.md" section="5 重试">调用失败时最多重试 3 次，每次间隔 2 秒。</document>
+<document id="3" doc="memory.md" section="2 长期记忆">长期记忆保存在 mem0 中，按用户隔离，按策略写入和召回。</document>
+</documents>"""
+
+
+def kb_reader() -> ExtractiveProvider:
+    """The reader as the app configures it: the KB's analyzer and the cross-language expander."""
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    return ExtractiveProvider(analyze, expand=expand_query)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["What p99 latency does the streaming pipeline target?",  # "p99": a name no passage holds
+     "长期记忆的数据保留多久？",  # asks for a time; the passage on 长期记忆 states none
+     "How many GPUs does the streaming pipeline need?"],  # "GPUs": a name no passage holds
+)
+def test_an_on_topic_question_the_passages_do_not_answer_is_not_found_with_the_closest_passages(question):
+    answer = kb_reader().complete(conversation(PIPELINE_DOCUMENTS, question), OPTIONS).text
+
+    assert re.search(r"Not found in the knowledge base “Pipeline docs”|知识库「Pipeline docs」中没有找到", answer)
+    assert re.search(r"(?:pipeline|memory)\.md § ", answer)
+    assert not re.search(r"\[\d\]", answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "quoted"),
+    [("调用失败时最多重试几次？", "最多重试 3 次"),
+     ("失败以后最多再试几次？", "最多重试 3 次"),  # a paraphrase: 再试 is in no passage, yet it is answered
+     ("What is the total latency target of the streaming pipeline?", "3 秒")],  # English over Chinese text
+)
+def test_an_answerable_question_is_still_quoted(question, quoted):
+    answer = kb_reader().complete(conversation(PIPELINE_DOCUMENTS, question), OPTIONS).text
+
+    assert quoted in answer and re.search(r"\[\d\]", answer)
