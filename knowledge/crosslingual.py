@@ -32,29 +32,32 @@ MATRIX_CACHE_BYTES = 64 * 1024 * 1024
 
 @dataclass(frozen=True)
 class UnitMatrix:
-    """A KB version's unit vectors, one row a (unit, chunk) pair: rows[i] is in chunk chunk_ids[i]."""
+    """A KB version's unit vectors and the chunks they are in.
+
+    One pair a (unit, chunk): rows[i] indexes vectors, sorted by chunk so that the pairs of
+    chunk ids[j] start at starts[j] and a chunk's best unit is one reduceat away.
+    """
 
     vectors: np.ndarray  # (units, dims) float16, unit length
-    rows: np.ndarray  # (pairs,) index into vectors
-    chunk_ids: np.ndarray  # (pairs,) the chunk of each pair
+    rows: np.ndarray  # (pairs,) index into vectors, grouped by chunk
+    ids: np.ndarray  # (chunks,) chunk ids
+    starts: np.ndarray  # (chunks,) each chunk's first pair
 
     @property
     def nbytes(self) -> int:
-        return self.vectors.nbytes + self.rows.nbytes + self.chunk_ids.nbytes
+        return self.vectors.nbytes + self.rows.nbytes + self.ids.nbytes + self.starts.nbytes
 
     def best_chunks(self, query: np.ndarray, top_k: int, min_score: float = MIN_COSINE) -> list[Hit]:
         """The chunks whose best unit is nearest the query, best first."""
         if not len(self.rows) or top_k <= 0:
             return []
         cosines = (self.vectors @ query.astype(np.float16)).astype(np.float32)[self.rows]
-        ids, inverse = np.unique(self.chunk_ids, return_inverse=True)
-        best = np.full(len(ids), -np.inf, dtype=np.float32)
-        np.maximum.at(best, inverse, cosines)
+        best = np.maximum.reduceat(cosines, self.starts)
         order = np.argsort(-best, kind="stable")[:top_k]
-        return [(int(ids[i]), float(best[i])) for i in order if best[i] >= min_score]
+        return [(int(self.ids[i]), float(best[i])) for i in order if best[i] >= min_score]
 
 
-EMPTY = UnitMatrix(np.zeros((0, 0), np.float16), np.zeros(0, np.int64), np.zeros(0, np.int64))
+EMPTY = UnitMatrix(np.zeros((0, 0), np.float16), *(np.zeros(0, np.int64) for _ in range(3)))
 
 
 def build_unit_matrix(kb: KnowledgeBase, encoder: str) -> UnitMatrix:
@@ -78,13 +81,14 @@ def build_unit_matrix(kb: KnowledgeBase, encoder: str) -> UnitMatrix:
                 if key not in index:
                     index[key] = len(vectors)
                     vectors.append(np.frombuffer(bytes(vector), dtype=np.float16))
-    pairs = [(index[key], chunk_id) for chunk_id, keys in keys_of.items() for key in set(keys) if key in index]
+    pairs = sorted((chunk_id, index[key]) for chunk_id, keys in keys_of.items() for key in set(keys) if key in index)
     if not pairs:
         return EMPTY
     matrix = np.vstack(vectors).astype(np.float32)
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
-    rows, chunk_ids = (np.asarray(column, dtype=np.int64) for column in zip(*pairs, strict=True))
-    return UnitMatrix(matrix.astype(np.float16), rows, chunk_ids)
+    chunk_ids, rows = (np.asarray(column, dtype=np.int64) for column in zip(*pairs, strict=True))
+    ids, starts = np.unique(chunk_ids, return_index=True)
+    return UnitMatrix(matrix.astype(np.float16), rows, ids, starts)
 
 
 # What a KB's content version holds never changes, so each process keeps the matrices it built.
