@@ -8,24 +8,12 @@ answer the question when
   (quotes in another language than the question's are not judged on this: their words cannot
   be matched, and the per-sentence check and the kind of fact still apply);
 - they hold the kind of fact it asks for: a number for "how many", a time for "how long",
-  a version for "which version", at least two items for "which events" (a count of items,
-  "有哪几种策略", is answered by the items), and for "how does
+  a version for "which version", at least two items for "which events", and for "how does
   it work" a sentence that says something (not only a lead-in, a heading or a tree line);
 - at least one of them is more than a fragment: a lead-in line ("5 个处理器链式执行:")
   without its list, a bare heading or a line of a box drawing names a topic, it answers nothing.
 `unanswered` returns why they fall short ("" when they answer), in English, for the API and
 traces; the chat page shows its own translated words beside it.
-
-`absent_terms` names what a question asks about that no candidate passage mentions at all: a
-term of the question (not an asking word) that none of the passages, their sections or their
-documents holds, and that no variant of the question translates or replaces. The passages are
-the best the search found, so a term none of them holds ("p99", "每天", "GPUs") is one the
-knowledge base does not use near the question's subject. A name (a word with a digit or an
-inner capital: "p99", "GPUs", "mem0"; a Latin word in a Chinese question: "Leiden") is written
-alike in every language, so it is judged over any passages; another word only over passages
-of its own script (an English question over Chinese text leaves its untranslated words
-unjudged). A paraphrase uses words the passages do not, so the reader counts such a word only
-where the quotes, read without it, still fall short of the question.
 """
 
 from __future__ import annotations
@@ -82,8 +70,6 @@ _MECHANISM = re.compile(
     r"|while|calls?|returns?|sends?|reads?|writes?|stores?|checks?|runs?|splits?|fuses?|merges?|opens?|closes?)\b",
     re.IGNORECASE,
 )
-# "How many", "how long": they ask for a value, they name no content ("long" is no term of "保留多久").
-_ASKS_VALUE = re.compile(r"\bhow (?:many|much|long|large|big|often|far|old|soon)\b", re.IGNORECASE)
 MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
 
 
@@ -118,69 +104,6 @@ def subject_covered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize,
     return any(_holds_subject(_content_terms(variant, tokenize), said) for variant in variants or [question])
 
 
-def absent_terms(
-    question: str, passages: Sequence[Quoted], tokenize: Tokenize, expand: Expand | None = None
-) -> tuple[list[str], list[str]]:
-    """What of the question no passage (text, section or document) holds and no variant of the
-    question translates, judged only where it could be matched (module docstring): the names
-    it uses, then its other terms."""
-    said_text = " ".join(f"{p.doc} {p.section} {p.text}" for p in passages)
-    said = set(tokenize(said_text))
-    variants = [set(tokenize(v)) for v in (expand(question) if expand else [])]
-
-    def untranslated(term: str) -> bool:
-        return all(term in variant for variant in variants)
-
-    names = _names(question)
-    absent_names = [
-        name for name in names
-        if not _holds_name(said_text, name) and any(untranslated(term) for term in tokenize(name))
-    ]
-    named = {term for name in names for term in tokenize(name)}
-    english_passages = text_language(" ".join(p.text for p in passages)) == "en"
-    absent_words = sorted(
-        term for term in _content_terms(_ASKS_VALUE.sub(" ", question), tokenize)
-        if term not in said and term not in named and untranslated(term)
-        and (has_cjk(said_text) if has_cjk(term) else english_passages)
-    )
-    return absent_names, absent_words
-
-
-def missing_value(question: str, texts: Sequence[Quoted]) -> bool:
-    """Whether the question asks for a value (number, time, version) that none of texts holds;
-    a count of items ("有哪几种策略") is answered by the items."""
-    new_text = " ".join(_new_text(q.text, question) for q in texts)
-    types = _value_types(question)
-    if _ASKS_VERSION.search(question) and not _FACT_PATTERNS["version"].search(new_text):
-        return True
-    return any(kind in types and not _FACT_PATTERNS[kind].search(new_text) for kind in ("number", "time"))
-
-
-def _value_types(question: str) -> frozenset[str]:
-    """The kinds of fact question asks for; "有哪几种策略" counts items, the items answer it."""
-    types = expected_answer_types(question)
-    return types - {"number"} if "list" in types else types
-
-
-def _names(question: str) -> list[str]:
-    """The question's words written as names, kept alike in any language's text: with a digit or
-    a capital past the first letter ("p99", "GPUs", "mem0"), or any Latin word of a Chinese
-    question ("Leiden"). A capitalised English word is not one: titles capitalise their words
-    ("the Router to Worker design"), and a document's title is in none of its passages."""
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]", question)
-    return [
-        word for word in words
-        if has_cjk(question) or any(c.isdigit() for c in word) or any(c.isupper() for c in word[1:])
-    ]
-
-
-def _holds_name(text: str, name: str) -> bool:
-    """Whether text holds name as a word or a word's part ("Worker" in "worker_name"; "GPUs" as "GPU")."""
-    stem = name[:-1] if len(name) > 3 and name.endswith("s") else name
-    return re.search(rf"(?<![A-Za-z]){re.escape(stem)}(?![A-Za-z])|(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])",
-                     text, re.IGNORECASE) is not None
-
-
 def is_fragment(text: str) -> bool:
     """A lead-in without its list, a bare heading, a line of a box drawing or a lone line of code."""
     stripped = text.strip().strip("*_` ")
@@ -206,7 +129,7 @@ def _holds_subject(terms: set[str], said: set[str]) -> bool:
 
 def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -> str:
     """Why the quotes lack the kind of fact question asks for; "" when they hold it."""
-    types = _value_types(question)
+    types = expected_answer_types(question)
     new_text = " ".join(_new_text(q.text, question) for q in quotes)
     if _ASKS_VERSION.search(question) and not _FACT_PATTERNS["version"].search(new_text):
         return "the question asks for a version and the quotes hold none"

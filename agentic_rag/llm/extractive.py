@@ -44,7 +44,7 @@ from agentic_rag.llm.base import (
     complete_json_with,
     json_messages,
 )
-from agentic_rag.llm.coverage import Quoted, absent_terms, is_fragment, missing_value, unanswered
+from agentic_rag.llm.coverage import Quoted, is_fragment
 from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import (
@@ -198,14 +198,9 @@ class ExtractiveProvider:
         return f"{label[language]}\n\n{heading}{body}"
 
     def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading) -> bool:
-        """Whether the units the reader picked may answer question: some unit speaks to it, not
-        all are fragments, some passage found holds the value (number, time, version) it asks
-        for (the quotes may miss it; the citation check marks them then), no name it
-        uses ("p99", "GPUs") is absent from every passage found, and no other word of it is
-        absent from them while the quotes, read without that word, fall short of it
-        (coverage.absent_terms, unanswered).
-        (The citation check tests the quotes' subject and kind of fact again: a sentence it
-        doubts is still shown, marked as such.)"""
+        """Whether the units the reader picked may answer question: some unit speaks to it and
+        not all are fragments. (The stricter test of the quotes' subject and kind of fact is
+        the citation check's: a sentence it doubts is still shown, marked as such.)"""
         where = {e.doc_id: e for e in documents}
         quotes = [
             Quoted(pick.unit.text, where[pick.doc_id].section if pick.doc_id in where else "",
@@ -214,22 +209,7 @@ class ExtractiveProvider:
         ]
         if all(is_fragment(q.text) for q in quotes):
             return False
-        if not any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes):
-            return False
-        passages = [Quoted(e.text, e.section, e.doc) for e in documents]
-        if missing_value(question, passages):
-            return False
-        absent_names, absent_words = absent_terms(question, passages, self._tokenize, self._expand)
-        if absent_names:
-            return False
-        if not absent_words:
-            return True
-        # Judged without the absent words, the quotes must still fall short: "子块大概多大？" is
-        # answered by "子块约 200–400 个汉字" though no passage says 大概.
-        def present(text: str) -> list[str]:
-            return [term for term in self._tokenize(text) if term not in absent_words]
-
-        return not unanswered(question, quotes, present, self._expand)
+        return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes)
 
     def _memory_label(self) -> dict[str, str]:
         """An answer of recalled facts alone says so, unless it stands in for a model that failed."""
