@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from .test_upload import log_in
@@ -49,17 +50,20 @@ def test_navigation_works_by_keyboard_on_a_phone_and_when_lost(page: Page, scree
     assert response is not None and response.status == 404
 
 
-def test_times_show_in_the_readers_zone(browser, server):
-    context = browser.new_context(base_url=server, timezone_id="Asia/Tokyo", locale="en-GB")
+@pytest.mark.parametrize(("locale", "clock"), [("en-GB", "%H:%M"), ("en-US", "%I:%M")])
+def test_times_show_in_the_readers_zone_and_clock(browser, server, locale, clock):
+    """The English interface writes a time in the reader's zone, on the reader's own clock:
+    24-hour for a British browser, 12-hour for an American one."""
+    context = browser.new_context(base_url=server, timezone_id="Asia/Tokyo", locale=locale)
     page = context.new_page()
     try:
         log_in(page)
         page.goto("/settings/tokens/")
-        page.fill("input[name=name]", "zone check")
+        page.fill("input[name=name]", f"zone check {locale}")
         page.get_by_role("button", name="Create token").click()
         time = page.locator("table.tokens time").first
         expect(time).to_have_attribute("title", re.compile(r"\d{4}-\d\d-\d\dT"))
         moment = datetime.fromisoformat(time.get_attribute("datetime")).astimezone(ZoneInfo("Asia/Tokyo"))
-        expect(time).to_contain_text(moment.strftime("%H:%M"))
+        expect(time).to_contain_text(moment.strftime(clock))
     finally:
         context.close()

@@ -183,11 +183,19 @@
   });
 
   // The page's language (<html lang>, "zh-hans"), not the browser's: a Chinese interface in
-  // an English browser writes its dates in Chinese. An unknown tag falls back to the browser's.
+  // an English browser writes its dates in Chinese. Where the page names a bare language ("en")
+  // the reader's own regional form of it comes first, so an en-GB reader of the English
+  // interface sees 13:04 and an en-US one 01:04 PM. An unknown tag falls back to the browser's.
   function pageLocales() {
     var lang = document.documentElement.lang;
+    if (!lang) return [];
+    var regional = lang.indexOf("-") === -1
+      ? (navigator.languages || []).filter(function (tag) {
+          return tag.split("-")[0].toLowerCase() === lang.toLowerCase();
+        })
+      : [];
     try {
-      return lang ? Intl.DateTimeFormat.supportedLocalesOf([lang]) : [];
+      return Intl.DateTimeFormat.supportedLocalesOf(regional.concat([lang]));
     } catch (error) {
       return [];
     }
