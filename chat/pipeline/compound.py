@@ -56,12 +56,17 @@ _POINTS_BACK = re.compile(r"^(?:它|其|这|该|此|那|他们|它们|上述|以
 # that default …", "which alternative …", "各自的用途", "应用自身又做了什么") does not stand alone
 # either, wherever the word is.
 _REFERS_BACK = re.compile(
-    r"它|他们|其中|其他|其余|另一|上述|以上|前者|后者|这些|那些|同样|各自|又|也|两边|两者|二者|双方"
+    r"它|他们|其中|其他|其余|另一|上述|以上|前者|后者|这些|那些|同样|各自|两边|两者|二者|双方"
     r"|\b(?:it|its|they|them|their|this|that|those|these|former|latter|alternatives?|other|others|another|else|instead"
     r"|rest|remaining|same)\b|\bthere\b(?!\s+(?:is|are|was|were|be)\b)",
     re.IGNORECASE,
 )
 # "If I …, what …, and what …?": the condition holds for every clause, which is not a question alone.
+# "又"/"也" ("in turn", "too") lean on the clause before unless the clause names its own subject
+# first: "应用自身又做了什么" needs the deployment it answers, "RAG Agent 架构设计里的新 Agent 又基于
+# 什么框架" does not.
+_ALSO_ZH = re.compile(r"又|也")
+OWN_SUBJECT_TERMS = 3
 _CONDITION = re.compile(
     r"^(?:if|once|after|before|suppose|unless|when(?!\s+(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
     r"|如果|假如|假设|若|当)\b",
@@ -119,9 +124,16 @@ def _clauses(text: str, tokenize: Tokenize) -> list[str]:
     pieces = [piece for piece in pieces if piece.strip(" ?？;；")]
     if len(pieces) < 2:
         return []
-    if any(_REFERS_BACK.search(piece) for piece in pieces[1:]) or _CONDITION.match(pieces[0]):
+    if any(_refers_back(piece, tokenize) for piece in pieces[1:]) or _CONDITION.match(pieces[0]):
         return []
     return pieces if all(_stands_alone(piece, tokenize) for piece in pieces) else []
+
+
+def _refers_back(piece: str, tokenize: Tokenize) -> bool:
+    if _REFERS_BACK.search(piece):
+        return True
+    also = _ALSO_ZH.search(piece)
+    return bool(also) and len(set(tokenize(piece[: also.start()]))) < OWN_SUBJECT_TERMS
 
 
 def _stands_alone(piece: str, tokenize: Tokenize) -> bool:

@@ -40,6 +40,9 @@ from knowledge.analysis import analyze
          ["同一个问题问第二遍时，哪些步骤会因为缓存而变快？", "缓存保留多久？"]),
         ("熔断器的失败率阈值和限流器的速率分别是多少？", ["熔断器的失败率阈值是多少？", "限流器的速率是多少？"]),
         ("GraphRAG 和 LightRAG 分别依赖什么？", ["GraphRAG 依赖什么？", "LightRAG 依赖什么？"]),
+        # "又" after a subject the clause names itself: a question of its own.
+        ("next-show 的 Agent 基于什么框架？新的检索 Agent 设计又基于什么框架？",
+         ["next-show 的 Agent 基于什么框架？", "新的检索 Agent 设计又基于什么框架？"]),
         ("网关、缓存和队列各自的超时是多少？", ["网关的超时是多少？", "缓存的超时是多少？", "队列的超时是多少？"]),
         ("对比熔断器和限流器的默认超时", ["熔断器的默认超时", "限流器的默认超时"]),
         ("熔断器和限流器的默认超时有什么区别？", ["熔断器的默认超时", "限流器的默认超时"]),
@@ -87,6 +90,8 @@ def test_a_compound_question_is_cut_into_questions_of_their_own(question, parts)
         "to, and does that default lead to a clarifying question?",
         "系统里有哪些地方用到了余弦相似度？各自的用途或阈值是什么？",
         "部署在 nginx 后面时，需要怎样配置才能让 SSE 流正常工作？应用自身又做了什么配合？",
+        "熔断器的阈值是多少？它也能配置吗？",
+        "熔断器的阈值是多少？限流器也一样吗？",
         "If I ask the chat what the rate limit is, will the metrics tool answer it, and what answer should come back?",
         "How do the streaming responses of the main chat endpoint and of the document-chat endpoint differ in their "
         "event names?",
