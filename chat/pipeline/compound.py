@@ -62,13 +62,14 @@ _REFERS_BACK = re.compile(
     re.IGNORECASE,
 )
 # "If I …, what …, and what …?": the condition holds for every clause, which is not a question alone.
+# "After how many turns …" asks: its "after" opens the question, not a condition.
 # "又"/"也" ("in turn", "too") lean on the clause before unless the clause names its own subject
 # first: "应用自身又做了什么" needs the deployment it answers, "RAG Agent 架构设计里的新 Agent 又基于
 # 什么框架" does not.
 _ALSO_ZH = re.compile(r"又|也")
 OWN_SUBJECT_TERMS = 3
 _CONDITION = re.compile(
-    r"^(?:if|once|after|before|suppose|unless|when(?!\s+(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
+    r"^(?:if|once|(?:after|before)(?!\s+(?:how|what|which|whose)\b)|suppose|unless|when(?!\s+(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
     r"|如果|假如|假设|若|当)\b",
     re.IGNORECASE,
 )

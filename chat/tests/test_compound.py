@@ -29,6 +29,8 @@ from knowledge.analysis import analyze
         ("What is hybrid search and how does the circuit breaker work?", ["What is hybrid search", "how does the circuit breaker work?"]),
         ("What does Celery use, and which storage does Milvus replace?", ["What does Celery use", "which storage does Milvus replace?"]),
         ("Which broker does Celery use? What does LightRAG extend?", ["Which broker does Celery use?", "What does LightRAG extend?"]),
+        ("After how many turns is the memory summarised, and what share of the chat is kept verbatim?",
+         ["After how many turns is the memory summarised", "what share of the chat is kept verbatim?"]),
         ("What is the chunk size; what is the vector dimension?", ["What is the chunk size;", "what is the vector dimension?"]),
         # A shared asking word over a list, made explicit for each item.
         ("熔断器和限流器分别是多少", ["熔断器是多少", "限流器是多少"]),
@@ -93,6 +95,7 @@ def test_a_compound_question_is_cut_into_questions_of_their_own(question, parts)
         "熔断器的阈值是多少？它也能配置吗？",
         "熔断器的阈值是多少？限流器也一样吗？",
         "If I ask the chat what the rate limit is, will the metrics tool answer it, and what answer should come back?",
+        "After I upload a file, which status does it show, and which event says it is ready?",
         "How do the streaming responses of the main chat endpoint and of the document-chat endpoint differ in their "
         "event names?",
         "聊天流水线和文档对话分别在什么情况下会反问用户？两边的置信度阈值一样吗？",
