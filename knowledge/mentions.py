@@ -32,8 +32,7 @@ _FULL_WIDTH = re.compile(r"[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _SENTENCE_END = frozenset(".?!。？！；;:：")
 _GAP = frozenset(" \t\n\"'“‘(（")
-# Ordinals and figures with a unit ("3rd", "4K", "30s", "122B") are values, not names.
-_VALUE = re.compile(r"[0-9]")
+_DIGIT = re.compile(r"[0-9]")
 MIN_NAME_CHARS = 2
 KB_WORDS_CACHED = 16  # a KB's words can be megabytes: keep the recently asked KBs only
 
@@ -119,7 +118,7 @@ def _is_name(token: str, *, opens_sentence: bool, in_chinese: bool) -> bool:
     letters = [c for c in token if c.isalpha()]
     if len(token) < MIN_NAME_CHARS or not letters or token[0].isdigit():
         return False
-    if in_chinese or _VALUE.search(token):
+    if in_chinese or _DIGIT.search(token):
         return True
     upper = sum(c.isupper() for c in letters)
     if upper >= 2 or any(c.isupper() for c in token[1:]):
