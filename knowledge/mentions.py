@@ -95,23 +95,25 @@ def question_names(question: str) -> list[str]:
     word in a Chinese question. A token opening with a digit is a value (4K, 30s, 3rd).
     """
     question = _half_width(question)
-    in_chinese = bool(_CJK.search(question))
-    names: list[str] = []
-    for match in _TOKEN.finditer(question):
-        token = match.group()
-        opens = _opens_sentence(question, match.start())
-        if _is_name(token, opens_sentence=opens, in_chinese=in_chinese) and token not in names:
-            names.append(token)
-    return names
+    matches = list(_TOKEN.finditer(question))
+    # Chinese when its characters are at least as many as its Latin words: "请问 How does hybrid
+    # search work?" is an English sentence, its words are not names.
+    in_chinese = len(_CJK.findall(question)) >= len(matches) > 0
+    names = (
+        match.group() for match in matches
+        if _is_name(match.group(), opens_sentence=_opens_sentence(question, match.start()), in_chinese=in_chinese)
+    )
+    return list(dict.fromkeys(names))
 
 
 def _opens_sentence(text: str, start: int) -> bool:
-    """Whether the token at start is its sentence's first word (only spaces and quotes before it)."""
+    """Whether the token at start is its sentence's first word: only spaces and quotes, after a
+    sentence's end, a Chinese character or nothing, come before it."""
     # Back over the gap before this token only: each gap is read once, for the token after it.
     at = start - 1
     while at >= 0 and text[at] in _GAP:
         at -= 1
-    return at < 0 or text[at] in _SENTENCE_END
+    return at < 0 or text[at] in _SENTENCE_END or bool(_CJK.match(text[at]))
 
 
 def _is_name(token: str, *, opens_sentence: bool, in_chinese: bool) -> bool:

@@ -30,6 +30,9 @@ SEEDS_LIKE = read_words([
         ("Is the window 4K tokens and the timeout 30s?", []),
         ("Does the pipeline follow the 3rd rule?", []),
         ("How does Postgres store the history?", ["Postgres"]),
+        # An English sentence after a Chinese greeting is English: its words are not names.
+        ("请问 How does hybrid search fuse the rankings?", []),
+        ("请问 How does Postgres store the history?", ["Postgres"]),
     ],
 )
 def test_it_finds_the_name_like_tokens_of_a_question(question, names):
