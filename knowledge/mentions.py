@@ -17,9 +17,10 @@ import re
 import unicodedata
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from .languages import kb_languages
 from .models import Chunk, KnowledgeBase
 from .search import live_entries
 
@@ -43,6 +44,9 @@ class KbWords:
 
     forwards: tuple[str, ...]
     backwards: tuple[str, ...]  # each word reversed, so a suffix is a prefix here
+    # False for a KB holding Chinese text: it writes "Chinese" as 中文 and "Beijing" as 北京, so an
+    # English question's capitalised words are no names it would write as asked (question_names).
+    capitalised_are_names: bool = True
 
     def mentions(self, name: str) -> bool:
         """Whether the KB mentions name (case-insensitive), whole or by each of its parts."""
@@ -87,12 +91,16 @@ def read_words(texts: Iterable[str]) -> KbWords:
     return KbWords(tuple(sorted(words)), tuple(sorted(word[::-1] for word in words)))
 
 
-def question_names(question: str) -> list[str]:
+def question_names(question: str, *, capitalised: bool = True) -> list[str]:
     """The name-like tokens of question, as written, in order and without repeats.
 
     A name is a Latin token with a letter and a digit (p99, GPT4), an acronym or a mixed-case
-    word (GPUs, LangGraph), a capitalised word that does not open its sentence, or any Latin
-    word in a Chinese question. A token opening with a digit is a value (4K, 30s, 3rd).
+    word (GPUs, LangGraph), a capitalised word that does not open its sentence (unless not
+    `capitalised`), or any Latin word in a Chinese question. A token opening with a digit is a
+    value (4K, 30s, 3rd).
+
+    A KB written in Chinese translates capitalised English words ("Chinese" is 中文 there,
+    "Beijing" 北京), so over such a KB an English question's capitalised words are no names.
     """
     question = _half_width(question)
     matches = list(_TOKEN.finditer(question))
@@ -101,7 +109,8 @@ def question_names(question: str) -> list[str]:
     in_chinese = len(_CJK.findall(question)) >= len(matches) > 0
     names = (
         match.group() for match in matches
-        if _is_name(match.group(), opens_sentence=_opens_sentence(question, match.start()), in_chinese=in_chinese)
+        if _is_name(match.group(), opens_sentence=not capitalised or _opens_sentence(question, match.start()),
+                    in_chinese=in_chinese)
     )
     return list(dict.fromkeys(names))
 
@@ -130,12 +139,15 @@ def _is_name(token: str, *, opens_sentence: bool, in_chinese: bool) -> bool:
 
 def unmentioned_names(question: str, words: KbWords) -> tuple[str, ...]:
     """The names of question (question_names) that words never mention."""
-    return tuple(name for name in question_names(question) if not words.mentions(name))
+    names = question_names(question, capitalised=words.capitalised_are_names)
+    return tuple(name for name in names if not words.mentions(name))
 
 
 def kb_words(kb: KnowledgeBase) -> KbWords:
     """The words of the KB's live text, its section titles and document names."""
-    return _kb_words(kb.pk, kb.content_version) if kb.pk is not None else KbWords((), ())
+    if kb.pk is None:
+        return KbWords((), ())
+    return replace(_kb_words(kb.pk, kb.content_version), capitalised_are_names="zh" not in kb_languages(kb))
 
 
 @lru_cache(maxsize=KB_WORDS_CACHED)

@@ -79,3 +79,18 @@ def test_the_kbs_words_are_its_own_and_follow_its_documents(kb, bob):
     kb.refresh_from_db()
 
     assert kb_words(kb).mentions("p99")
+
+
+@pytest.mark.django_db
+def test_over_a_chinese_kb_an_english_questions_capitalised_words_are_no_names(kb, bob):
+    english = KnowledgeBase.objects.create(slug="english", name="English", owner=bob)
+    ingest(kb, {"分词.md": "# 分词\n\n中文文本用 jieba 分词，北京的部署也一样。"})
+    ingest(english, {"tokens.md": "# Tokens\n\nText is split into words by a tokenizer."})
+    kb.refresh_from_db()
+    english.refresh_from_db()
+    question = "How is Chinese text split into words for the Beijing deployment?"
+
+    # The Chinese KB writes them 中文 and 北京; an English KB would write them as asked.
+    assert unmentioned_names(question, kb_words(kb)) == ()
+    assert unmentioned_names(question, kb_words(english)) == ("Chinese", "Beijing")
+    assert unmentioned_names("Does the Chinese tokenizer have p99 targets?", kb_words(kb)) == ("p99",)
