@@ -64,14 +64,12 @@ def _fresh_search_backend():
     # reuse both after each rollback, so each test gets its own backend.
     import graphrag.search
     import knowledge.languages
-    import knowledge.mentions
     import knowledge.search
 
     def forget() -> None:
         knowledge.search._backend = None
         graphrag.search._cache.clear()  # the same goes for the graph's arrays
         knowledge.languages._kb_languages.cache_clear()  # and for a KB's languages
-        knowledge.mentions._kb_words.cache_clear()  # and its words
 
     forget()
     yield

@@ -13,9 +13,7 @@ their header; each is quoted from its document's readable text (units.py) and fo
 `[id]`. When no unit answers, or none of the units picked speaks to the question or all are
 fragments (a lead-in, a heading or a tree line; coverage.py), the answer says it
 was not found in the knowledge base the `<documents kb="…">` block names, and names the
-closest passages (document and section) instead of quoting unrelated sentences. So does it,
-naming them, when the prompt's `<unmentioned_names>` element lists names of the question that
-the whole knowledge base never mentions (the chat pipeline's check, knowledge.mentions).
+closest passages (document and section) instead of quoting unrelated sentences.
 
 A document marked `source="TOOL"` is a tool's result for this very question (the intent
 stage chose the tool), so it is quoted whole, first, whether or not it shares a word with
@@ -106,15 +104,6 @@ NOT_ANSWERED_IN = {
     "en": "Not found in the knowledge base “{kb}”: none of its passages answers this question directly.",
     "zh": "知识库「{kb}」中没有找到直接回答这个问题的内容。",
 }
-# Names of the question the whole knowledge base never mentions (the pipeline's check, in the prompt).
-NOT_MENTIONED_IN = {
-    "en": "Not found in the knowledge base “{kb}”: it never mentions {names}.",
-    "zh": "知识库「{kb}」中没有找到：资料中没有提到 {names}。",
-}
-NOT_MENTIONED = {
-    "en": "Not found in the knowledge base: it never mentions {names}.",
-    "zh": "知识库中没有找到：资料中没有提到 {names}。",
-}
 CLOSEST = {"en": " The closest passages: {docs}.", "zh": "最接近的段落：{docs}。"}
 MAX_CLOSEST = 3
 
@@ -122,8 +111,6 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
 _DOCUMENTS_KB = re.compile(r"<documents\b[^>]*?\bkb=\"([^\"]*)\"")  # matched at an opening only
-_UNMENTIONED = re.compile(r"<unmentioned_names\b[^>]*>(.*?)</unmentioned_names>", re.DOTALL)
-_NAME = re.compile(r"<name>(.*?)</name>", re.DOTALL)
 _QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
 # A name from its first word character ("\b" after any leading "-"), tried once per run of name
 # characters: from each of them, "[\w-]+" would read to the run's end again.
@@ -190,12 +177,6 @@ class ExtractiveProvider:
         tools = [e for e in evidence if e.from_tool]
         remembered = [e for e in evidence if e.from_memory]
         documents = [e for e in evidence if not (e.from_tool or e.from_memory)]
-        unmentioned = find_unmentioned(messages)
-        if unmentioned and documents and not (tools or remembered):
-            # The question names something no document mentions: its neighbours' sentences would
-            # answer another question.
-            said = _not_mentioned(documents, language, find_kb_name(messages), unmentioned)
-            return f"{self._disclaimer[language]}\n\n{said}"
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options, encoder=self._encoder)
@@ -273,21 +254,11 @@ def _why_quoted(completion: Completion) -> str:
 def _not_answered(closest: Sequence[Evidence], language: str, kb: str = "") -> str:
     """Say the question is not answered (in the KB, when its name is known) and name the closest
     passages, each as its document and section."""
-    said = NOT_ANSWERED_IN[language].format(kb=kb) if kb else NOT_ANSWERED[language]
-    return said + _closest_places(closest, language)
-
-
-def _not_mentioned(closest: Sequence[Evidence], language: str, kb: str, names: Sequence[str]) -> str:
-    """Say the knowledge base never mentions names, and name the closest passages."""
-    listed = ("、" if language == "zh" else ", ").join(names)
-    said = (NOT_MENTIONED_IN if kb else NOT_MENTIONED)[language].format(kb=kb, names=listed)
-    return said + _closest_places(closest, language)
-
-
-def _closest_places(closest: Sequence[Evidence], language: str) -> str:
     places = list(dict.fromkeys(_place(e) for e in closest if e.doc))[:MAX_CLOSEST]
     separator = "；" if language == "zh" else "; "
-    return CLOSEST[language].format(docs=separator.join(places)) if places else ""
+    named = CLOSEST[language].format(docs=separator.join(places)) if places else ""
+    said = NOT_ANSWERED_IN[language].format(kb=kb) if kb else NOT_ANSWERED[language]
+    return said + named
 
 
 def _place(evidence: Evidence) -> str:
@@ -353,15 +324,6 @@ def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
                 )
             )
     return found
-
-
-def find_unmentioned(messages: Sequence[Message]) -> list[str]:
-    """The names the last user message's `<unmentioned_names>` element lists (none when it has none)."""
-    for message in reversed(messages):
-        if message.role == "user":
-            element = next(find_elements(_UNMENTIONED, message.content, "unmentioned_names"), None)
-            return [_unescape(name) for name in _NAME.findall(element.group(1))] if element else []
-    return []
 
 
 def find_question(messages: Sequence[Message]) -> str:

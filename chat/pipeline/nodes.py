@@ -26,14 +26,13 @@ from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 from knowledge.gate import gate_trace
-from knowledge.mentions import KbWords, kb_words
 from knowledge.models import AnswerMode
 
 from . import stages
 from .compound import part_heading, part_not_found, split_question
 from .intent import DEFAULT_INTENT, classify_intent
 from .options import StageStatus
-from .prompt import Prompt, assemble_prompt
+from .prompt import assemble_prompt
 from .replies import clarifying_question, no_evidence_reply, system_reply
 from .rewrite import rewrite_query, unchanged
 from .run import ChatRun, Outcome
@@ -381,49 +380,25 @@ def _prompt(run: ChatRun) -> Outcome:
         Turn(t.role, t.content[:HISTORY_TURN_CHARS])
         for t in stages.recent_turns(run.history, run.options.rewrite_history_turns)
     )
-    words = _kb_words(run)
-    # The user's own words: a rewrite may add names of its own.
-    unmentioned = stages.unmentioned_in(run.message, words, run.evidence) if words else ()
     prompt = assemble_prompt(
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
-        memory=run.memory, general=run.kb is None, kb_name=run.kb.name if run.kb else "", unmentioned=unmentioned,
+        memory=run.memory, general=run.kb is None, kb_name=run.kb.name if run.kb else "",
     )
     detail = f"{prompt.mode} · {prompt.task} · temperature {prompt.temperature} · {prompt.chars} chars"
-    if unmentioned:
-        detail += f" · never in the KB: {', '.join(unmentioned)}"
     if not run.parts:
         return Outcome(StageStatus.DONE, detail, found={"prompt": prompt})
     # A compound question: each part is answered from its own evidence, under a prompt of its own.
     part_prompts = tuple(
-        (part, _part_prompt(run, part, history, words) if part.numbers else None) for part in run.parts
+        (part, assemble_prompt(
+            part.question, stages.evidence_for_part(run.evidence, part.numbers), history,
+            cite=run.options.enable_source_citation, temperature=run.options.temperature, memory=run.memory,
+            kb_name=run.kb.name if run.kb else "",
+        ) if part.numbers else None)
+        for part in run.parts
     )
     detail += f" · {len(part_prompts)} parts"
     return Outcome(StageStatus.DONE, detail, found={"prompt": prompt, "part_prompts": part_prompts})
-
-
-def _part_prompt(
-    run: ChatRun, part: stages.PartEvidence, history: tuple[Turn, ...], words: KbWords | None
-) -> Prompt:
-    """One part's prompt: its own evidence, and the names of this part alone the KB never mentions."""
-    evidence = stages.evidence_for_part(run.evidence, part.numbers)
-    return assemble_prompt(
-        part.question, evidence, history,
-        cite=run.options.enable_source_citation, temperature=run.options.temperature, memory=run.memory,
-        kb_name=run.kb.name if run.kb else "",
-        unmentioned=stages.unmentioned_in(part.question, words, evidence) if words else (),
-    )
-
-
-def _kb_words(run: ChatRun) -> KbWords | None:
-    """The words of the KB searched (None without one); the check they serve is a bonus, so failing is None."""
-    if run.kb is None:
-        return None
-    try:
-        return kb_words(run.kb)
-    except Exception as error:
-        logger.warning("reading the KB's words failed, continuing without the check: %s", error, exc_info=True)
-        return None
 
 
 def _generate(run: ChatRun) -> Outcome:

@@ -45,11 +45,6 @@ NO_CITE_RULES = "Do not add citation markers."
 SYSTEM_MODE_INSTRUCTION = """You are the assistant of a knowledge base. Answer the message directly and \
 briefly, in its language; it is a greeting, thanks or a question about you, not about the documents."""
 
-# Said only when the system found such names: the list is ours, not document text.
-UNMENTIONED_INSTRUCTION = """<unmentioned_names> lists names from the question that the whole knowledge base \
-never mentions (the system checked every document). If the question asks about one of them, say that the \
-knowledge base does not mention it, name it, and do not answer from passages about something else."""
-
 GENERAL_MODE_INSTRUCTION = """No knowledge base applies to this message. Answer it from general knowledge, briefly, in its language, and start by saying in one short sentence that the answer does not come from the user's documents."""
 
 
@@ -98,22 +93,17 @@ def assemble_prompt(
     memory: str = "",
     general: bool = False,
     kb_name: str = "",
-    unmentioned: Sequence[str] = (),
 ) -> Prompt:
     """Build the messages for the generator; `original` is the user's words when rewritten.
 
     `memory` is the summary of older turns and recalled past exchanges, shown before history.
     `general`: no knowledge base applies, so a model answers from general knowledge.
     `kb_name`: the knowledge base searched, so that "not found" can say where it looked.
-    `unmentioned`: names of the question the knowledge base never mentions (knowledge.mentions).
     """
     mode = "GENERAL" if general and not evidence else prompt_mode(evidence)
     task = detect_task(original or question)
     rules = CITE_RULES if cite and mode != "GENERAL" else NO_CITE_RULES
     instruction = {"SYSTEM": SYSTEM_MODE_INSTRUCTION, "GENERAL": GENERAL_MODE_INSTRUCTION}.get(mode, SYSTEM_INSTRUCTION)
-    names = _unmentioned_block(unmentioned, kb_name) if mode in ("KB", "HYBRID") else ""
-    if names:
-        instruction += "\n" + UNMENTIONED_INSTRUCTION
     system = f"<system_instruction>\n{instruction}\n</system_instruction>\n<output_rules>\n{rules}\n</output_rules>"
     parts = [f"<mode>{mode}</mode>", f"<memory>{escape(memory)}</memory>" if memory else "", _history_block(history)]
     parts += [_documents_block(evidence, ("KB", "WEB"), "documents", kb_name),
@@ -121,7 +111,6 @@ def assemble_prompt(
     if original and original.strip() != question.strip():
         parts.append(f"<user_message>{escape(original)}</user_message>")
     parts.append(_facts_block(evidence))
-    parts.append(names)
     parts.append(f"<question>{escape(question)}</question>")
     user = "\n".join(part for part in parts if part)
     chosen = TEMPERATURES[task] if temperature is None else temperature
@@ -141,13 +130,6 @@ def _documents_block(evidence: Sequence[EvidenceItem], sources: tuple[str, ...],
         return ""
     opening = f"<{tag} kb={_attr(kb_name)}>" if kb_name else f"<{tag}>"
     return f"{opening}\n" + "\n".join(document_element(item) for item in items) + f"\n</{tag}>"
-
-
-def _unmentioned_block(names: Sequence[str], kb_name: str) -> str:
-    if not names:
-        return ""
-    opening = f"<unmentioned_names kb={_attr(kb_name)}>" if kb_name else "<unmentioned_names>"
-    return opening + "".join(f"<name>{escape(name)}</name>" for name in names) + "</unmentioned_names>"
 
 
 def _facts_block(evidence: Sequence[EvidenceItem]) -> str:

@@ -16,7 +16,6 @@ from agentic_rag.llm import CompletionOptions, ModelRouter
 from agentic_rag.llm.reader import UNTRANSLATED_SHARE
 from agentic_rag.llm.units import has_cjk
 from knowledge.candidates import Candidate
-from knowledge.mentions import KbWords, read_words, unmentioned_names
 from knowledge.models import Document
 from knowledge.retrieval import RetrievalParams, RetrievalResult, params_for_kb
 
@@ -247,19 +246,6 @@ def _reference_item(n: int, c: Candidate, url_for: Callable[[Candidate], str]) -
         n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.metadata.get("graph") or c.section,
         float(c.score), url_for(c), graph=c.metadata.get("graph", ""),
     )
-
-
-# --- S7 prompt -------------------------------------------------------------------------------
-
-
-def unmentioned_in(question: str, words: KbWords, evidence: Sequence[EvidenceItem]) -> tuple[str, ...]:
-    """The question's names that neither the KB's words nor the evidence from elsewhere (a tool's
-    result, a web page, a recalled fact) mention."""
-    names = unmentioned_names(question, words)
-    if not names:
-        return ()
-    elsewhere = read_words(item.text for item in evidence if item.source != "KB")
-    return tuple(name for name in names if not elsewhere.mentions(name))
 
 
 # --- S8 streaming ----------------------------------------------------------------------------

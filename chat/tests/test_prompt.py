@@ -102,22 +102,3 @@ def test_the_documents_block_names_its_knowledge_base_for_a_not_found_answer():
     assert '<documents kb="Alice\'s &quot;docs&quot;">' in prompt.messages[1].content
     assert 'Not found in the knowledge base “Alice\'s "docs"”' in answer
     assert "<documents>" in assemble_prompt("xyzzy?", (KB,)).messages[1].content  # no name, no attribute
-
-
-def test_names_the_kb_never_mentions_reach_the_reader_escaped_and_are_said_not_found():
-    prompt = assemble_prompt("What p99 <latency> does hybrid search target?", (KB, KB2), kb_name="Docs",
-                             unmentioned=("p99", "<GPU>"))
-    answer = ExtractiveProvider().complete(list(prompt.messages), CompletionOptions()).text
-
-    block = '<unmentioned_names kb="Docs"><name>p99</name><name>&lt;GPU&gt;</name></unmentioned_names>'
-    assert block in prompt.messages[1].content
-    assert "Not found in the knowledge base “Docs”: it never mentions p99, <GPU>." in answer
-    assert "The closest passages: hybrid.md § 1 Hybrid search; breaker.md § 1 Breaker." in answer
-    assert "[1]" not in answer
-
-
-def test_a_tools_result_is_still_quoted_when_the_kb_never_mentions_a_name():
-    prompt = assemble_prompt("What is 2 + 2 in GPUs?", (KB, TOOL), unmentioned=("GPUs",))
-    answer = ExtractiveProvider().complete(list(prompt.messages), CompletionOptions()).text
-
-    assert "2 + 2 = 4" in answer and "never mentions" not in answer

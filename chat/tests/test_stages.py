@@ -15,12 +15,10 @@ from chat.pipeline.stages import (
     recent_turns,
     retrieval_params,
     split_reply,
-    unmentioned_in,
 )
-from chat.pipeline.state import EvidenceItem, Turn
+from chat.pipeline.state import Turn
 from chat.pipeline.tools import Tool, ToolCall, ToolRegistry, ToolResult
 from knowledge.candidates import Candidate
-from knowledge.mentions import read_words
 from knowledge.retrieval import RetrievalParams, RetrievalResult, save_params_for_kb
 
 
@@ -271,12 +269,3 @@ def test_a_chinese_question_is_measured_on_an_english_passage_by_what_it_could_h
     # One shared glossary word is not enough to count the untranslated words half.
     one_word = [_reference("Members of a knowledge base read its documents.")]
     assert evidence_coverage(question, one_word, tokenize=analyze, expand=expand_query) < 0.35
-
-
-def test_a_name_only_a_tool_or_web_page_mentions_is_not_listed_as_unmentioned():
-    words = read_words(["Hybrid search fuses BM25 and vector rankings."])
-    kb_only = (EvidenceItem(1, "KB", "hybrid.md", "Hybrid search fuses BM25 and vector rankings."),)
-    web = (*kb_only, EvidenceItem(2, "WEB", "Tokyo", "Current time in Tokyo: 09:00"))
-
-    assert unmentioned_in("What time is it in Tokyo for the BM25 job?", words, kb_only) == ("Tokyo",)
-    assert unmentioned_in("What time is it in Tokyo for the BM25 job?", words, web) == ()
