@@ -61,13 +61,13 @@ _REFERS_BACK = re.compile(
     r"|rest|remaining|same)\b|\bthere\b(?!\s+(?:is|are|was|were|be)\b)",
     re.IGNORECASE,
 )
-# "If I …, what …, and what …?": the condition holds for every clause, which is not a question alone.
-# "After how many turns …" asks: its "after" opens the question, not a condition.
 # "又"/"也" ("in turn", "too") lean on the clause before unless the clause names its own subject
 # first: "应用自身又做了什么" needs the deployment it answers, "RAG Agent 架构设计里的新 Agent 又基于
 # 什么框架" does not.
 _ALSO_ZH = re.compile(r"又|也")
 OWN_SUBJECT_TERMS = 3
+# "If I …, what …, and what …?": the condition holds for every clause, which is not a question alone.
+# "After how many turns …" asks: its "after" opens the question, not a condition.
 _CONDITION = re.compile(
     r"^(?:if|once|(?:after|before)(?!\s+(?:how|what|which|whose)\b)|suppose|unless|when(?!\s+(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
     r"|如果|假如|假设|若|当)\b",
@@ -131,6 +131,8 @@ def _clauses(text: str, tokenize: Tokenize) -> list[str]:
 
 
 def _refers_back(piece: str, tokenize: Tokenize) -> bool:
+    """Whether a later clause needs the one before it: it points back, or says 又/也 before naming
+    a subject of its own."""
     if _REFERS_BACK.search(piece):
         return True
     also = _ALSO_ZH.search(piece)
