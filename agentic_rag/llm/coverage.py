@@ -13,7 +13,9 @@ answer the question when
 - at least one of them is more than a fragment: a lead-in line ("5 个处理器链式执行:")
   without its list, a bare heading or a line of a box drawing names a topic, it answers nothing.
 `unanswered` returns why they fall short ("" when they answer), in English, for the API and
-traces; the chat page shows its own translated words beside it.
+traces; the chat page shows its own translated words beside it. `lacks_fact` is the part of the
+kind-of-fact test certain enough for the offline reader to say "not found" instead of quoting:
+an amount, a version or a setting's name asked for and none in the quotes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .reader import _FACT_PATTERNS, _new_text, expected_answer_types
+from .reader import _FACT_PATTERNS, _new_text, _parts, expected_answer_types
 from .units import has_cjk, text_language
 
 Tokenize = Callable[[str], list[str]]
@@ -68,6 +70,25 @@ _MECHANISM = re.compile(
     r"当|时[，,]|如果|若|则|会|先|然后|之后|通过|经过|把|将|按照|根据|基于|依次|超过|达到|触发|进入|返回|调用|使用|→|->|=>"
     r"|\b(?:when|if|then|after|before|once|until|unless|by|via|through|using|uses?|into|each|every|per|so that|because"
     r"|while|calls?|returns?|sends?|reads?|writes?|stores?|checks?|runs?|splits?|fuses?|merges?|opens?|closes?)\b",
+    re.IGNORECASE,
+)
+# What answers "which version": the reader's "3.11" or "0.8.0", and also "v1.0" or "V2".
+_HOLDS_VERSION = re.compile(r"(?<![\w.])[vV]?\d+\.\d+(?:\.\d+)*(?![\w.])|(?<![\w.])[vV]\d+(?![\w.])")
+# One sentence naming several things: "A、B", "A 和 B", "FastAPI + LangGraph", "A → B", "A/B".
+_NAMES_SEVERAL = re.compile(r"[、,，;；/+→和与及]|\b(?:and|or)\b", re.IGNORECASE)
+# Asks how many, how much, how long or how large: a number answers it ("比例", "weights" or
+# "port" name a topic that a sentence may state in words).
+_ASKS_AMOUNT = re.compile(
+    r"多少|(?<!哪)几[个条种次轮层步项类路级秒天周]|多大|多长|多久|\bhow (?:many|much|big|large|long|often)\b"
+    r"|\bwhat (?:number|percentage)\b",
+    re.IGNORECASE,
+)
+# "4K", "10MB", "5ms", "122B": the reader's numbers stand alone, these carry a unit.
+_NUMBER_WITH_UNIT = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?[A-Za-z]{1,3}\b")
+# Amounts written in words the reader's number pattern leaves out ("百分之四十", "三倍", "一半", "twice").
+_AMOUNT_IN_WORDS = re.compile(
+    r"百分之|[一二三四五六七八九十百千万两]+[倍成]|[十百千万亿]+[个条次种轮项]|一半|半数|无限|不限"
+    r"|\b(?:once|twice|double|half|unlimited|no limit)\b",
     re.IGNORECASE,
 )
 MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
@@ -127,16 +148,46 @@ def _holds_subject(terms: set[str], said: set[str]) -> bool:
     return len(terms & said) >= needed
 
 
+def lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
+    """Why the quotes cannot answer a question that asks for a count, an amount, a time, a version
+    or a setting's name and holds none of it; "" when they hold one or the question asks no such
+    fact. Stricter than "does not speak of it": the reader says "not found" on this alone."""
+    if not quotes:
+        return ""
+    # Every part of a compound question must ask such a fact: quotes answering its other part
+    # ("Which store is used, and how large is its pool?") are a partial answer, not none.
+    whys = [_lacks_fact(part, quotes) for part in _parts(question) or [question]]
+    return whys[0] if all(whys) else ""
+
+
+def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
+    new_text = " ".join(_new_text(q.text, question) for q in quotes)
+    if _ASKS_VERSION.search(question) and not _HOLDS_VERSION.search(new_text):
+        return "the question asks for a version and the quotes hold none"
+    if _ASKS_AMOUNT.search(question) and not _holds_number(new_text):
+        return "the question asks for a number and the quotes hold none"
+    if "identifier" in expected_answer_types(question) and not _FACT_PATTERNS["identifier"].search(new_text):
+        return "the question asks for a setting's name and the quotes hold none"
+    return ""
+
+
+def _holds_number(text: str) -> bool:
+    """A number, with or without its unit, or an amount in words."""
+    return bool(_FACT_PATTERNS["number"].search(text) or _NUMBER_WITH_UNIT.search(text) or _AMOUNT_IN_WORDS.search(text))
+
+
 def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -> str:
     """Why the quotes lack the kind of fact question asks for; "" when they hold it."""
     types = expected_answer_types(question)
     new_text = " ".join(_new_text(q.text, question) for q in quotes)
-    if _ASKS_VERSION.search(question) and not _FACT_PATTERNS["version"].search(new_text):
+    if _ASKS_VERSION.search(question) and not _HOLDS_VERSION.search(new_text):
         return "the question asks for a version and the quotes hold none"
     for kind, missing in (("number", "a number"), ("time", "a time"), ("identifier", "a setting's name")):
-        if kind in types and not _FACT_PATTERNS[kind].search(new_text):
+        # A time may be written without its unit ("timeout=30"), and "how long" may ask a length.
+        accepted = (_FACT_PATTERNS[kind], _FACT_PATTERNS["number"]) if kind == "time" else (_FACT_PATTERNS[kind],)
+        if kind in types and not any(pattern.search(new_text) for pattern in accepted):
             return f"the question asks for {missing} and the quotes hold none"
-    if "list" in types and len(quotes) < 2 and not _FACT_PATTERNS["list"].search(new_text):
+    if "list" in types and len(quotes) < 2 and not _NAMES_SEVERAL.search(new_text):
         return "the question asks for several items and the quotes name one"
     if _ASKS_HOW.search(question) and not any(_explains(q.text, question, tokenize) for q in quotes):
         return "the question asks how and no quote says how"

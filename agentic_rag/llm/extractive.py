@@ -10,8 +10,9 @@ anywhere in the system or user messages. The question is the last user message (
 `<question>` element if it has one, with any `<documents>` block removed). The reader
 (reader.py) picks one to three units: sentences, list items, or table rows written with
 their header; each is quoted from its document's readable text (units.py) and followed by
-`[id]`. When no unit answers, or none of the units picked speaks to the question or all are
-fragments (a lead-in, a heading or a tree line; coverage.py), the answer says it
+`[id]`. When no unit answers, or none of the units picked speaks to the question, all are
+fragments (a lead-in, a heading or a tree line), or none holds the amount, version or setting's
+name the question asks for (coverage.py), the answer says it
 was not found in the knowledge base the `<documents kb="…">` block names, and names the
 closest passages (document and section) instead of quoting unrelated sentences.
 
@@ -44,7 +45,7 @@ from agentic_rag.llm.base import (
     complete_json_with,
     json_messages,
 )
-from agentic_rag.llm.coverage import Quoted, is_fragment
+from agentic_rag.llm.coverage import Quoted, is_fragment, lacks_fact
 from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import (
@@ -198,8 +199,9 @@ class ExtractiveProvider:
         return f"{label[language]}\n\n{heading}{body}"
 
     def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading) -> bool:
-        """Whether the units the reader picked may answer question: some unit speaks to it and
-        not all are fragments. (The stricter test of the quotes' subject and kind of fact is
+        """Whether the units the reader picked may answer question: some unit speaks to it, not
+        all are fragments, and they hold the amount, version or setting's name it asks for, if it
+        asks for one (coverage.lacks_fact). (The stricter test of the quotes' subject and kind of fact is
         the citation check's: a sentence it doubts is still shown, marked as such.)"""
         where = {e.doc_id: e for e in documents}
         quotes = [
@@ -208,6 +210,8 @@ class ExtractiveProvider:
             for pick in reading.picks
         ]
         if all(is_fragment(q.text) for q in quotes):
+            return False
+        if lacks_fact(question, [q for q in quotes if not is_fragment(q.text)]):
             return False
         return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes)
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
+from agentic_rag.llm.coverage import Quoted, lacks_fact
 from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence
 from agentic_rag.llm.units import split_sentences
 
@@ -114,6 +115,42 @@ def test_not_found_names_the_knowledge_base_and_the_closest_passages_instead_of_
 
     assert answer.split("\n\n", 1)[1] == says
     assert "[1]" not in answer and "三态熔断器:" not in answer
+
+
+AMOUNT_DOCUMENTS = """<documents kb="Design docs">
+<document id="1" doc="memory.md" section="5 记忆">对话超过 20 轮后生成摘要，原文保留最近 40%。</document>
+<document id="2" doc="retention.md" section="6 长期记忆">长期记忆存储在 mem0 中，按用户隔离，按策略写入和召回。</document>
+<document id="3" doc="context.md" section="7 上下文">会话记忆的上下文窗口为 4K tokens。</document>
+<document id="4" doc="release.md" section="1 版本">本设计为 v2 版本，替代旧的 workflow。</document>
+</documents>"""
+
+
+@pytest.mark.parametrize(
+    ("question", "quoted"),
+    [("对话超过多少轮后生成摘要？", "20 轮"), ("会话记忆的上下文窗口有多大？", "4K tokens"),
+     ("本设计是哪个版本？", "v2 版本")],
+)
+def test_a_question_asking_an_amount_or_a_version_is_answered_by_a_quote_holding_one(question, quoted):
+    answer = ExtractiveProvider().complete(conversation(AMOUNT_DOCUMENTS, question), OPTIONS).text
+
+    assert quoted in answer
+    assert "没有找到" not in answer
+
+
+@pytest.mark.parametrize("question", ["mem0 长期记忆的数据保留多久？", "How many days is mem0 long-term memory kept?"])
+def test_a_question_asking_an_amount_is_not_found_when_no_quote_holds_one(question):
+    # The sentence about mem0's long-term memory speaks of the subject but states no duration:
+    # quoting it would read as an answer.
+    answer = ExtractiveProvider().complete(conversation(AMOUNT_DOCUMENTS, question), OPTIONS).text
+
+    assert "retention.md § 6 长期记忆" in answer
+    assert "[2]" not in answer and "按策略写入和召回" not in answer
+
+
+def test_quotes_answering_one_part_of_a_compound_question_are_not_refused_for_the_other():
+    quotes = [Quoted("长期记忆存储在 mem0 中，按用户隔离。")]
+    assert lacks_fact("mem0 的数据保留多久？", quotes)
+    assert not lacks_fact("长期记忆存储在哪里，保留多久？", quotes)
 
 
 def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():

@@ -150,6 +150,9 @@ class Command(BaseCommand):
             f"({metric_counts(evaluation.outcomes)['keyword_pass']} questions); "
             f"source pass {evaluation.metrics.get('source_pass') or 0:.4f}; p50 {evaluation.latency_ms['p50']:.1f} ms"
         )
+        if options["verbosity"] >= 2:
+            for failure in evaluation.failures():
+                self.stdout.write(f"    FAIL {failure['qid']}: {failure['question']} — {failure['why']}")
         if options["report"] is not None:
             title = f"CMRC gold spans: first {options['limit']} questions of {options['cmrc'].name}"
             path = write_report(Path(options["report"]) if options["report"] else default_report_path("cmrc-gold-span"),
