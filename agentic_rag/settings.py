@@ -334,11 +334,16 @@ EMBEDDING_CACHE_TTL = envint("EMBEDDING_CACHE_TTL", "3600")
 # ingestion and weighs them against the question when answering, so an English question can
 # quote a Chinese sentence. Empty: the reader compares words and characters only.
 READER_ENCODER = os.getenv("READER_ENCODER", "use-m3")
-# A recall leg over the reader encoder's unit vectors, for a question in another language than
-# (some of) the KB's text: it adds the chunks whose sentences mean what the question asks. Off by
-# default: over technical text the encoder's similarities across languages are weak, and the
-# chunks it added displaced about as many right passages as they brought.
-CROSSLINGUAL_LEG = envbool("CROSSLINGUAL_LEG", "0")
+# A leg over the reader encoder's unit vectors, for a question in another language than (some
+# of) the KB's text: it marks the fused chunks whose sentences mean what the question asks, and
+# that cosine lets a passage in the other language past the evidence gate that counts shared
+# words (chat.pipeline.stages.held_across_languages). "0" turns it off.
+CROSSLINGUAL_LEG = envbool("CROSSLINGUAL_LEG", "1")
+# How many chunks the leg finds and fusion lacks are slotted into the ranking (knowledge.
+# crosslingual.interleave). None by default: over technical text the encoder's similarities
+# across languages are weak, and the chunks it slotted in displaced about as many right
+# passages as they brought.
+CROSSLINGUAL_SLOTS = int(os.getenv("CROSSLINGUAL_SLOTS", "0"))
 # The embedded backend scans a large KB's vectors in this many shards at once (Python
 # threads around single-threaded BLAS, which block instead of spinning when cores are
 # busy); KBs under VECTOR_SCAN_PARALLEL_ROWS rows scan on the calling thread.

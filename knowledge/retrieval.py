@@ -231,7 +231,7 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
         extra = timer("crosslingual", lambda: context.candidates(crosslingual_hits(kb, query, params.leg_top_k), "crosslingual"))
         if extra:  # none without the reader's encoder or its unit vectors
             result.legs["crosslingual"] = extra
-            result.fused = interleave(result.fused, extra)
+            result.fused = interleave(result.fused, extra, limit=settings.CROSSLINGUAL_SLOTS)
     result.scope = timer("scope", lambda: _scope(query, kb, params))
     if result.scope and result.scope.chapter:
         result.fused = _with_chapter_chunks(context, result.fused, result.scope, params.top_k)

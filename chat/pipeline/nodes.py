@@ -227,7 +227,7 @@ def _numbered_parts(gated: list[tuple[Any, list, str]], evidence: tuple[Evidence
 def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
     """Drop the references when none holds enough of the question: "not found", not noise."""
     minimum = run.options.min_evidence_coverage
-    if not (search.references and minimum > 0):
+    if not (search.references and minimum > 0) or stages.held_across_languages(run.message, search.references):
         return
     # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.
     questions = {run.message, run.rewrite.query or run.message}

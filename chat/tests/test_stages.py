@@ -269,3 +269,27 @@ def test_a_chinese_question_is_measured_on_an_english_passage_by_what_it_could_h
     # One shared glossary word is not enough to count the untranslated words half.
     one_word = [_reference("Members of a knowledge base read its documents.")]
     assert evidence_coverage(question, one_word, tokenize=analyze, expand=expand_query) < 0.35
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "cosine", "held"),
+    [
+        ("How much traffic do the three shortcuts save?", "3 条短路 (A/B/C) 跳过不必要的阶段,节省 15-25% 流量。", 0.27, True),
+        # Too far in meaning: the words decide.
+        ("How much traffic do the three shortcuts save?", "3 条短路 (A/B/C) 跳过不必要的阶段,节省 15-25% 流量。", 0.20, False),
+        # In the question's own language the words are there to count: the cosine does not stand in.
+        ("告警消息发往哪个值班群？", "3 条短路 (A/B/C) 跳过不必要的阶段,节省 15-25% 流量。", 0.90, False),
+    ],
+)
+def test_a_passage_in_another_language_passes_the_evidence_gate_on_the_encoders_cosine(question, text, cosine, held):
+    from dataclasses import replace
+
+    from chat.pipeline.stages import gate_part, held_across_languages
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    reference = replace(_reference(text), scores={"crosslingual": cosine})
+
+    assert held_across_languages(question, [reference]) is held
+    kept, _ = gate_part(question, [reference], minimum=0.99, limit=3, tokenize=analyze, expand=expand_query)
+    assert bool(kept) is held

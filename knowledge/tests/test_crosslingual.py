@@ -88,7 +88,7 @@ def test_without_unit_vectors_the_leg_is_skipped_and_asks_the_encoder_nothing(kb
 
 
 def test_retrieval_slots_the_legs_chunk_into_the_ranking(kb, monkeypatch, settings):
-    settings.CROSSLINGUAL_LEG = True
+    settings.CROSSLINGUAL_LEG, settings.CROSSLINGUAL_SLOTS = True, 2
     encoder = ConceptEncoder()
     for name, text in (("巡检.md", PATROL), ("告警.md", ALERTS)):
         _encode(_ingest(kb, name, text), encoder)
@@ -97,6 +97,23 @@ def test_retrieval_slots_the_legs_chunk_into_the_ranking(kb, monkeypatch, settin
     result = retrieve(QUESTION, kb, RetrievalParams(mode="hybrid", top_k=5))
 
     assert any("巡检一次全部节点" in c.text and "crosslingual" in c.sources for c in result.candidates)
+
+
+def test_by_default_the_leg_marks_the_chunks_fusion_found_and_adds_none(kb, monkeypatch, settings):
+    encoder = ConceptEncoder()
+    for name, text in (("巡检.md", PATROL), ("告警.md", ALERTS)):
+        _encode(_ingest(kb, name, text), encoder)
+    monkeypatch.setattr("knowledge.crosslingual.configured_encoder", lambda: encoder)
+    settings.CROSSLINGUAL_LEG = False
+    without = retrieve(QUESTION, kb, RetrievalParams(mode="hybrid", top_k=5))
+    settings.CROSSLINGUAL_LEG = True
+
+    result = retrieve(QUESTION, kb, RetrievalParams(mode="hybrid", top_k=5))
+
+    assert settings.CROSSLINGUAL_SLOTS == 0
+    assert {c.chunk_id for c in result.candidates} == {c.chunk_id for c in without.candidates}
+    marked = [c for c in result.candidates if "crosslingual" in c.sources]
+    assert marked and all(c.scores["crosslingual"] > 0 for c in marked)
 
 
 def test_interleave_slots_missing_chunks_between_fused_ones_and_marks_shared_ones():
