@@ -11,8 +11,9 @@ anywhere in the system or user messages. The question is the last user message (
 (reader.py) picks one to three units: sentences, list items, or table rows written with
 their header; each is quoted from its document's readable text (units.py) and followed by
 `[id]`. When no unit answers, or none of the units picked speaks to the question, all are
-fragments (a lead-in, a heading or a tree line), or none holds the amount, version or setting's
-name the question asks for (coverage.py), the answer says it
+fragments (a lead-in, a heading or a tree line), none holds the amount, version or setting's
+name the question asks for (coverage.py), or the question names something of letters and digits
+("p99", "H100") that no passage mentions, the answer says it
 was not found in the knowledge base the `<documents kb="…">` block names, and names the
 closest passages (document and section) instead of quoting unrelated sentences.
 
@@ -181,7 +182,8 @@ class ExtractiveProvider:
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options, encoder=self._encoder)
-        if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading):
+        if reading.picks and not (tools or remembered) and (not self._picks_answer(question, documents, reading)
+                                                            or _names_what_no_passage_holds(question, documents)):
             closest = _closest(documents, reading)
             return f"{self._disclaimer[language]}\n\n{_not_answered(closest, language, find_kb_name(messages))}"
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
@@ -245,6 +247,22 @@ class ExtractiveProvider:
         field: str = "answer",
     ) -> dict:
         return complete_json_with(self, messages, options, schema_hint, field=field)
+
+
+# A name of letters then digits: a metric ("p99"), a model or part ("H100", "GPT4"), a standard
+# ("GB50204"). Each is read whole, from its first letter only.
+_LETTERS_DIGITS_NAME = re.compile(r"(?<![\w.-])[A-Za-z]{1,6}+\d{2,}+[A-Za-z]?(?![\w.-])")
+
+
+def _names_what_no_passage_holds(question: str, documents: Sequence[Evidence]) -> bool:
+    """Whether the question names something like "p99" or "H100" that no passage mentions: the
+    passages are then about something near it ("What p99 latency…" over a sentence about total
+    latency), and their sentences would read as its answer."""
+    names = {name.lower() for name in _LETTERS_DIGITS_NAME.findall(question)}
+    if not names:
+        return False
+    text = " ".join(f"{e.doc} {e.section} {e.text}" for e in documents).lower()
+    return any(name not in text for name in names)
 
 
 def _why_quoted(completion: Completion) -> str:

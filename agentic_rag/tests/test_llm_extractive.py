@@ -147,6 +147,22 @@ def test_a_question_asking_an_amount_is_not_found_when_no_quote_holds_one(questi
     assert "[2]" not in answer and "按策略写入和召回" not in answer
 
 
+def _latency_documents(target: str) -> str:
+    return f"""<documents kb="Design docs">
+<document id="1" doc="slo.md" section="6 Targets">The streaming chat targets {target}.</document>
+</documents>"""
+
+
+def test_a_question_naming_a_metric_no_passage_mentions_is_not_found():
+    # "p99" is what it asks about; a sentence about the median latency is not its answer.
+    question = "What p99 latency does the streaming chat target?"
+    refused = ExtractiveProvider().complete(conversation(_latency_documents("a median latency of 300 ms"), question), OPTIONS).text
+    answered = ExtractiveProvider().complete(conversation(_latency_documents("a P99 latency of 800 ms"), question), OPTIONS).text
+
+    assert "Not found" in refused and "[1]" not in refused
+    assert "a P99 latency of 800 ms. [1]" in answered
+
+
 def test_quotes_answering_one_part_of_a_compound_question_are_not_refused_for_the_other():
     quotes = [Quoted("长期记忆存储在 mem0 中，按用户隔离。")]
     assert lacks_fact("mem0 的数据保留多久？", quotes)
