@@ -87,7 +87,10 @@ _ASKS_AMOUNT = re.compile(
 _NUMBER_WITH_UNIT = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?[A-Za-z]{1,3}\b")
 # Amounts written in words the reader's number pattern leaves out ("百分之四十", "三倍", "一半", "twice").
 _AMOUNT_IN_WORDS = re.compile(
-    r"百分之|[一二三四五六七八九十百千万两]+[倍成]|[十百千万亿]+[个条次种轮项]|一半|半数|无限|不限"
+    # A run of numerals is tried from its first character only and read whole (possessive): from
+    # every character of a long run it would be read to the run's end again.
+    r"百分之|(?<![一二三四五六七八九十百千万亿两])[一二三四五六七八九十百千万亿两]++(?<=[十百千万亿])[个条次种轮项]"
+    r"|(?<![一二三四五六七八九十百千万亿两])[一二三四五六七八九十百千万亿两]++[倍成]|一半|半数|无限|不限"
     r"|\b(?:once|twice|double|half|unlimited|no limit)\b",
     re.IGNORECASE,
 )

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentic_rag.llm import extractive, json_reply, reader, units
+from agentic_rag.llm import coverage, extractive, json_reply, reader, units
 from agentic_rag.llm.base import Message
 from agentic_rag.llm.extractive import ExtractiveProvider, find_evidence, find_question
 from agentic_rag.llm.thinking import ThinkFilter, strip_think
@@ -295,4 +295,11 @@ def test_the_fact_patterns_find_what_they_found(text):
 def test_a_unit_of_many_digits_is_read_quickly():
     unit = "9" * DOCUMENT_CHARS
     _, seconds = cpu_seconds(lambda text: [p.search(text) for p in reader._FACT_PATTERNS.values()], unit)
+    assert seconds < 0.5
+
+
+@pytest.mark.parametrize("run", ["一", "十", "二十", "9", "9.", "v1.", "a1", "p99 "])
+def test_a_quote_of_a_long_run_of_numerals_is_checked_for_the_fact_asked_quickly(run):
+    quote = coverage.Quoted(run * (DOCUMENT_CHARS // len(run)))
+    _, seconds = cpu_seconds(lambda question: coverage.lacks_fact(question, [quote]), "需要多少个版本？How many p99?")
     assert seconds < 0.5
