@@ -182,8 +182,7 @@ class ExtractiveProvider:
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=self._expand, options=self._options, encoder=self._encoder)
-        if reading.picks and not (tools or remembered) and (not self._picks_answer(question, documents, reading)
-                                                            or _names_what_no_passage_holds(question, documents)):
+        if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading):
             closest = _closest(documents, reading)
             return f"{self._disclaimer[language]}\n\n{_not_answered(closest, language, find_kb_name(messages))}"
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
@@ -202,8 +201,9 @@ class ExtractiveProvider:
 
     def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading) -> bool:
         """Whether the units the reader picked may answer question: some unit speaks to it, not
-        all are fragments, and they hold the amount, version or setting's name it asks for, if it
-        asks for one (coverage.lacks_fact). (The stricter test of the quotes' subject and kind of fact is
+        all are fragments, they hold the amount, version or setting's name it asks for, if it
+        asks for one (coverage.lacks_fact), and some passage mentions each name of letters and
+        digits it names. (The stricter test of the quotes' subject and kind of fact is
         the citation check's: a sentence it doubts is still shown, marked as such.)"""
         where = {e.doc_id: e for e in documents}
         quotes = [
@@ -214,6 +214,8 @@ class ExtractiveProvider:
         if all(is_fragment(q.text) for q in quotes):
             return False
         if lacks_fact(question, [q for q in quotes if not is_fragment(q.text)]):
+            return False
+        if _names_what_no_passage_holds(question, documents):
             return False
         return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes)
 
