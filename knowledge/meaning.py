@@ -59,12 +59,18 @@ def configured_encoder() -> Embedder | None:
 
 
 def unit_vectors_stage(run: IngestionRun, *, encoder: Callable[[], Embedder | None] = configured_encoder) -> None:
-    """Encode the units of the version's chunks for the reader (nothing without an encoder)."""
+    """Encode the units of the version's chunks for the reader (nothing without an encoder), and
+    load the encoder's question side too: the cross-language leg embeds the first question asked
+    of these documents, and loading its model then (about a second) would fall in that search."""
     embedder = encoder()
     if embedder is None:
         return
     units = unit_texts(chunk.text for chunk in run.stored)
     store_unit_vectors(run.document.pk, units, embedder, between_batches=at_batch_boundary)
+    embedder.embed_query(WARM_UP_QUESTION)
+
+
+WARM_UP_QUESTION = "warm up"
 
 
 class UnitVectorStore:

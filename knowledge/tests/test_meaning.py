@@ -50,3 +50,16 @@ def test_a_document_encoded_already_is_not_encoded_again(kb, settings):
     texts = Chunk.objects.filter(document=document).values_list("text", flat=True)
 
     assert store_unit_vectors(document.pk, unit_texts(texts), HashingEmbedder(1024)) == 0
+
+
+def test_ingestion_loads_the_encoders_question_side_before_the_first_question(kb, settings, monkeypatch):
+    # The cross-language leg embeds questions with the query side of a lazily loaded encoder,
+    # a model of its own: ingestion loads it, so the first search does not.
+    settings.READER_ENCODER = "hashing-1024"
+    asked: list[str] = []
+    embed_query = HashingEmbedder.embed_query
+    monkeypatch.setattr(HashingEmbedder, "embed_query", lambda self, text: asked.append(text) or embed_query(self, text))
+
+    _ingest(kb, "巡检.md", TEXT)
+
+    assert asked
