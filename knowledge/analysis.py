@@ -72,8 +72,32 @@ def clear_caches() -> None:
 
 
 def _latin_terms(run: str) -> list[str]:
-    terms = (_latin_term(word) for word in _WORD.findall(run.lower()))
+    terms: list[str] = []
+    for word in _WORD.findall(run):
+        terms.append(_latin_term(word.lower()))
+        terms.extend(_latin_term(part.lower()) for part in _camel_case_parts(word))
     return [term for term in terms if term]
+
+
+# Where a camelCase or PascalCase name starts a new word: "VectorWeight", "BM25Weight",
+# "RAGAgentState" (an acronym ends before the capital that starts a lowercase word).
+_ACRONYM_PLURAL = re.compile(r"[A-Z0-9]+s")  # "URLs", "LLMs": one word
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _camel_case_parts(word: str) -> list[str]:
+    """The words a camelCase name joins ("VectorWeight" → Vector, Weight), none for other words.
+
+    The name itself stays a token, so "postgresql" still finds "PostgreSQL"; its words join
+    it, as snake_case names already split at "_", so that a question in words ("how is the
+    vector weighted") reaches the code that names it (`VectorWeight: 0.7`).
+    """
+    if word.isupper() or word.islower() or not any(c.isupper() for c in word[1:]) or _ACRONYM_PLURAL.fullmatch(word):
+        return []
+    parts = _CAMEL_BOUNDARY.split(word)
+    # "OpenAI", "iPhone": a part of one or two letters is a prefix or an acronym of the name,
+    # not a word of it.
+    return parts if all(len(part) >= 3 for part in parts) else []
 
 
 # About 120 bytes an entry: 65k words cost ~8 MB and cover a corpus's working vocabulary.

@@ -21,6 +21,25 @@ def test_it_keeps_numbers_and_alphanumeric_codes_lowercased():
     assert tokens == ["bm25", "beat", "tf", "idf", "gb50204", "version", "3.5", "2015"]
 
 
+def test_it_adds_the_words_of_a_camel_case_name_to_the_name():
+    assert analyze("VectorWeight: 0.7") == ["vectorweight", "vector", "weight", "0.7"]
+    assert analyze("RAGAgentState") == ["ragagentst", "rag", "agent", "state"]
+    assert analyze("BM25Weight") == ["bm25weight", "bm25", "weight"]
+
+
+def test_a_question_in_words_shares_terms_with_the_camel_case_name_in_code():
+    assert {"vector", "weight"} <= set(analyze("How is the vector weighted?")) & set(analyze("VectorWeight: 0.7"))
+
+
+def test_a_lowercase_brand_name_still_matches_its_camel_case_spelling():
+    assert set(analyze("postgresql")) <= set(analyze("PostgreSQL 15"))
+
+
+@pytest.mark.parametrize("word", ["HTTP", "python", "Python", "FAQs", "OpenAI", "iPhone"])
+def test_words_that_are_not_camel_case_stay_whole(word):
+    assert len(analyze(word)) == 1
+
+
 def test_it_splits_hyphenated_words_into_pieces():
     assert analyze("state-of-the-art") == ["state", "art"]
 

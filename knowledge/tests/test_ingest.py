@@ -263,6 +263,26 @@ def test_the_migration_keeps_the_current_bytes_of_documents_stored_before_versio
     assert kept.created_by is None  # version 3's author is not known, only version 1's
 
 
+def test_the_migration_gives_entries_indexed_before_camel_case_splitting_their_words(kb):
+    from knowledge.models import KnowledgeBase, SearchEntry
+
+    retokenize = importlib.import_module("knowledge.migrations.0015_camel_case_tokens").retokenize
+    _ingest(kb, "search.md", b"# Search\n\nThe search node sets VectorWeight: 0.7 and BM25Weight: 0.3.")
+    _ingest(kb, "plain.md", b"# Plain\n\nNo names of joined words here.")
+    camel = SearchEntry.objects.filter(chunk__text__contains="VectorWeight")
+    plain = SearchEntry.objects.exclude(chunk__text__contains="VectorWeight")
+    current = {entry.pk: entry.tokens for entry in SearchEntry.objects.all()}
+    camel.update(tokens="search node set vectorweight 0.7 bm25weight 0.3")  # as indexed before
+    version = KnowledgeBase.objects.get(pk=kb.pk).content_version
+
+    retokenize(apps, None)
+
+    assert {entry.pk: entry.tokens for entry in SearchEntry.objects.all()} == current
+    assert all({"vector", "weight"} <= set(entry.tokens.split()) for entry in camel)
+    assert plain.exists()
+    assert KnowledgeBase.objects.get(pk=kb.pk).content_version == version + 1
+
+
 def test_it_deletes_a_document_with_its_chunks(kb):
     outcome = _ingest(kb, "guide.md", GUIDE_MD.encode())
 
