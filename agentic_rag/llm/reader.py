@@ -44,7 +44,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "number": re.compile(
         r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
         r"|温度|\btemperature\b"
-        r"|\bconstant\b|\bweights?\b|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
+        r"|\bconstant\b|\bweight(?:s|ed|ing)?\b|加权|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
     "list": re.compile(r"哪些|哪几|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
@@ -82,6 +82,14 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "identifier": re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
     "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
 }
+# A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",
+# '"vector_threshold": 0.7,', "TIMEOUT = 30  # s"): a fact a question asking for a number can
+# quote, where other code is no answer unless code is asked for.
+_SETS_VALUE = re.compile(
+    r"""["']?+[A-Za-z_][\w.]*+["']?+\s*+[:=]\s*+(?:[-+]?\d[\d._]*+\s*+[%\w]*+|"[^"\n]{0,80}"|'[^'\n]{0,80}'|true|false|True|False)"""
+    r"""\s*+,?+\s*+(?:(?://|#).*)?$"""
+)
+_VALUE_FACTS = frozenset({"number", "time", "threshold", "version"})
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
@@ -376,7 +384,7 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= KEYED_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
-    if unit.is_code and not asked.wants_code:
+    if unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)):
         factor *= 0.1
     if len(unit.text.replace(" ", "")) < 6:
         factor *= 0.5

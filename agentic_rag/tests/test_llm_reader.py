@@ -452,3 +452,43 @@ def test_an_faq_entry_that_asks_a_narrower_form_of_the_question_answers_it():
     # A heading of one term is too broad to be the question ("文档有哪些？").
     broad = [passages[0], Passage("1", faq[1], 1, "2.5 文档有哪些？")]
     assert not read("文档在摄取过程中会经历哪些状态？", broad, tokenize=analyze).picks[0].unit.text.startswith("依次为")
+
+
+GO_SEARCH_NODE = """功能：执行知识检索
+
+```go
+func searchKnowledge(ctx context.Context, state PipelineState) (PipelineState, error) {
+    query := state.RewrittenQuery
+    result, err := knowledgeService.HybridSearch(ctx, &knowledge.HybridSearchRequest{
+        Query:            query,
+        VectorWeight:     0.7,
+        BM25Weight:       0.3,
+    })
+    return state, err
+}
+```"""
+
+
+def test_a_question_asking_a_number_quotes_the_line_of_code_that_sets_it():
+    from knowledge.analysis import analyze  # the search tokens the chat reads with: "VectorWeight" holds "weight"
+
+    passages = [
+        Passage("1", GO_SEARCH_NODE, 0, section="4.3 Search Node"),
+        Passage("2", "特性：BM25+Semantic+RRF，参考项目：RAGLight，实现文件：vector_store.py (search_hybrid)", 1, section="2.7 参考项目对照"),
+    ]
+    reading = read("In the search step, how are the vector and BM25 scores weighted?", passages, tokenize=analyze)
+    quoted = [" ".join(pick.unit.text.split()) for pick in reading.picks]
+    assert quoted[0] in ("VectorWeight: 0.7,", "BM25Weight: 0.3,")
+
+
+def test_a_question_not_asking_a_value_still_does_not_quote_code():
+    body = answer_of(
+        "What does the search step do?",
+        ("4.3 Search Node", GO_SEARCH_NODE),
+    )
+    assert "VectorWeight" not in body and "执行知识检索" in body
+
+
+@pytest.mark.parametrize("question", ["How are the scores weighted?", "两路检索怎么加权？"])
+def test_asking_how_something_is_weighted_asks_for_a_number(question):
+    assert "number" in expected_answer_types(question)
