@@ -215,9 +215,16 @@ def document_titles(references: Sequence[Candidate]) -> dict[int, str]:
 
 
 def evidence_for_part(evidence: Sequence[EvidenceItem], numbers: Sequence[int]) -> tuple[EvidenceItem, ...]:
-    """The part's own passages, with the tool outputs and recalled facts every part may use."""
-    wanted = set(numbers)
-    return tuple(item for item in evidence if item.n in wanted or item.source in ("TOOL", "MEMORY"))
+    """The part's own passages, in the part's order, with the tool outputs and recalled facts
+    every part may use where they stood.
+
+    The part's order, not the evidence list's: its best passage may carry a later number (the
+    first part's passages come first), and the reader weighs a passage by its place.
+    """
+    rank = {n: i for i, n in enumerate(numbers)}
+    kept = [item for item in evidence if item.n in rank or item.source in ("TOOL", "MEMORY")]
+    own = iter(sorted((item for item in kept if item.n in rank), key=lambda item: rank[item.n]))
+    return tuple(next(own) if item.n in rank else item for item in kept)
 
 
 def evidence_limit(options: ChatOptions, *, rerank: bool) -> int:

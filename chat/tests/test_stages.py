@@ -293,3 +293,21 @@ def test_a_passage_in_another_language_passes_the_evidence_gate_on_the_encoders_
     assert held_across_languages(question, [reference]) is held
     kept, _ = gate_part(question, [reference], minimum=0.99, limit=3, tokenize=analyze, expand=expand_query)
     assert bool(kept) is held
+
+
+def test_a_parts_evidence_comes_in_the_parts_order_with_tools_where_they_stood():
+    from chat.pipeline.stages import evidence_for_part
+    from chat.pipeline.state import EvidenceItem
+
+    evidence = (
+        EvidenceItem(1, "KB", "a.md", "the first part's best passage"),
+        EvidenceItem(2, "TOOL", "calculator", "2 + 2 = 4"),
+        EvidenceItem(3, "KB", "b.md", "another passage of the first part"),
+        EvidenceItem(4, "KB", "c.md", "the second part's best passage"),
+        EvidenceItem(5, "KB", "d.md", "the second part's next passage"),
+    )
+
+    part = evidence_for_part(evidence, [4, 1, 5])
+
+    # The reader weighs a passage by its place: the second part's best comes first.
+    assert [item.n for item in part] == [4, 2, 1, 5]
