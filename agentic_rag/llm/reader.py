@@ -50,6 +50,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
     "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),
     "version": re.compile(r"版本|\bversions?\b|\brelease\b", re.I),
+    "port": re.compile(r"端口|\bports?\b", re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
@@ -81,7 +82,14 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "how": re.compile(r"."),
     "identifier": re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"),
     "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
+    # ":5050", "port 8000", "端口 6379"; not a time ("10:30") nor a path's digits
+    "port": re.compile(r"(?<![\w.:/]):\d{2,5}(?!\d)|\bport\s*+[:=]?\s*+\d{2,5}(?!\d)|端口\s*+[:：]?\s*+\d{2,5}(?!\d)", re.I),
 }
+# Kinds of fact so particular that holding one tells the answer from the units beside it, which
+# hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port.
+_PARTICULAR_FACTS = ("port",)
+PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
+MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",
 # '"vector_threshold": 0.7,', "TIMEOUT = 30  # s"): a fact a question asking for a number can
 # quote, where other code is no answer unless code is asked for.
@@ -372,7 +380,9 @@ def _fitness(asked: _Asked, item: _Located) -> float:
     if facts and any(_FACT_PATTERNS[kind].search(_new_text(unit.text, asked.text)) for kind in facts):
         factor *= 1.35
     elif "number" in facts or "time" in facts:
-        factor *= 0.7
+        factor *= MISSING_FACT
+    for kind in facts.intersection(_PARTICULAR_FACTS):
+        factor *= PARTICULAR_FACT if _FACT_PATTERNS[kind].search(unit.text) else MISSING_FACT
     # "This suits Chinese extractive QA sets" repeats "Which format suits Chinese extractive QA
     # sets?" but for "This": what it points back to is the answer, and is quoted with it.
     said = item.terms | item.before if _POINTS_BACK.match(unit.text) else item.terms

@@ -492,3 +492,15 @@ def test_a_question_not_asking_a_value_still_does_not_quote_code():
 @pytest.mark.parametrize("question", ["How are the scores weighted?", "两路检索怎么加权？"])
 def test_asking_how_something_is_weighted_asks_for_a_number(question):
     assert "number" in expected_answer_types(question)
+
+
+def test_a_question_asking_a_port_quotes_the_line_that_holds_one_over_other_numbers():
+    from knowledge.analysis import analyze
+
+    passages = [
+        Passage("1", "组件 | 选型\n--- | ---\n框架 | FastAPI 0.128", 0, section="1.2 技术选型"),
+        Passage("2", "外部用户 → Caddy → Route Handler → FastAPI (:5050)", 1, section="1.6 部署架构"),
+    ]
+    reading = read("FastAPI 监听哪个端口？", passages, tokenize=analyze)
+    assert "(:5050)" in reading.picks[0].unit.text
+    assert "port" in expected_answer_types("Which port does the backend listen on?")
