@@ -51,7 +51,9 @@ def test_it_takes_over_the_ingestion_of_a_killed_server_with_no_request(snapshot
     wait_for(lambda: _documents(folder, "fresh", "ready") >= 1 and _unfinished_jobs(folder) == 1,
              timeout=60, what="one document ingested and the next one running", server=server)
     server.kill()  # SIGKILL: no batch boundary, no release; its run still holds a document
-    assert _unfinished_jobs(folder) == 1
+    unfinished = query(folder, "SELECT id FROM knowledge_ingestionjob WHERE finished_at IS NULL")
+    assert len(unfinished) == 1
+    dead_run = unfinished[0][0]
 
     killed = time.monotonic()
     server = start(servers, folder, **QUICK_LIVENESS)
@@ -63,4 +65,6 @@ def test_it_takes_over_the_ingestion_of_a_killed_server_with_no_request(snapshot
     assert _chunks(folder, "fresh") == _chunks(folder, "ready")  # nothing twice
     # Taken over by the sweep ("no heartbeat since …") or by the start's own resume, whichever came
     # first once the heartbeat was stale: either way the dead run's row says it was interrupted.
-    assert query(folder, "SELECT COUNT(*) FROM knowledge_ingestionjob WHERE error LIKE 'interrupted%'")[0][0] == 1
+    # (Only that row is asked about: on a loaded machine a live run that misses its heartbeats
+    # for INGESTION_STALE_S is taken over too, and nothing is ingested twice all the same.)
+    assert query(folder, "SELECT error FROM knowledge_ingestionjob WHERE id = ?", dead_run)[0][0].startswith("interrupted")
