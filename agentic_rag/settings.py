@@ -339,6 +339,13 @@ READER_ENCODER = os.getenv("READER_ENCODER", "use-m3")
 # that cosine lets a passage in the other language past the evidence gate that counts shared
 # words (chat.pipeline.stages.held_across_languages). "0" turns it off.
 CROSSLINGUAL_LEG = envbool("CROSSLINGUAL_LEG", "1")
+# An English question over Chinese text is also searched with its words' nearest words in the
+# KB's own vocabulary under the reader's encoder ("temperature" → 温度; knowledge.lexicon).
+# "0" turns it off.
+LEXICON_EXPANSION = envbool("LEXICON_EXPANSION", "1")
+# What that search counts for beside the question's own words when the KB also holds
+# documents written in English (knowledge.lexicon.translate_question).
+LEXICON_MIXED_WEIGHT = float(os.getenv("LEXICON_MIXED_WEIGHT", "0.5"))
 # How many chunks the leg finds and fusion lacks are slotted into the ranking (knowledge.
 # crosslingual.interleave). None by default: over technical text the encoder's similarities
 # across languages are weak, and the chunks it slotted in displaced about as many right

@@ -9,6 +9,7 @@ language, only moves the vector leg's ranking away from the question's own.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Literal
@@ -34,22 +35,30 @@ def query_language(text: str) -> Language:
 
 def languages_of(token_lists: Iterable[str], share: float = LANGUAGE_SHARE) -> frozenset[Language]:
     """The languages that at least `share` of the tokens (space-separated strings) are in."""
-    han = latin = total = 0
+    counts: Counter[str] = Counter()
     for tokens in token_lists:
-        for token in tokens.split():
-            total += 1
-            if _HAN.search(token):
-                han += 1
-            elif _LATIN.search(token):
-                latin += 1
-    if not total:
+        counts.update(script_counts(tokens))
+    return languages_in(counts, share)
+
+
+def script_counts(tokens: str) -> Counter[str]:
+    """How many of the tokens (a space-separated string) are Chinese ("zh"), in Latin letters
+    ("en"), and in all ("all")."""
+    counts: Counter[str] = Counter()
+    for token in tokens.split():
+        counts["all"] += 1
+        if _HAN.search(token):
+            counts["zh"] += 1
+        elif _LATIN.search(token):
+            counts["en"] += 1
+    return counts
+
+
+def languages_in(counts: Counter[str], share: float = LANGUAGE_SHARE) -> frozenset[Language]:
+    """The languages that at least `share` of the counted tokens (script_counts) are in."""
+    if not counts["all"]:
         return frozenset()
-    found: set[Language] = set()
-    if han >= share * total:
-        found.add("zh")
-    if latin >= share * total:
-        found.add("en")
-    return frozenset(found)
+    return frozenset(language for language in ("zh", "en") if counts[language] >= share * counts["all"])
 
 
 def kb_languages(kb: KnowledgeBase) -> frozenset[Language]:

@@ -26,6 +26,7 @@ from .crosslingual import crosslingual_hits, interleave
 from .fusion import CROSS_LANG_TERMS, ONE_WAY_TERMS, FusionBonuses, FusionParams, apply_example_penalty, expand_query, fuse, weighted_rrf
 from .gate import GateParams, GateResult, apply_quality_gate, gate_for_kb
 from .languages import kb_languages, needs_translation
+from .lexicon import translate_question
 from .models import Chunk, KnowledgeBase
 from .postprocess import PostContext, PostProcessingParams, default_pipeline, run_postprocessing
 from .recall import LEXICAL_PATHS, UNTUNED_PATHS, PathWeights, multipath_recall
@@ -164,9 +165,15 @@ class SearchContext:
     queries: tuple[str, ...]  # the query and its cross-language variants
     tokens: tuple[tuple[str, ...], ...]  # analysed tokens of each query
     vectors: tuple[np.ndarray, ...]  # embedding of each query
+    # What each query's keyword scores count for (1 when absent): a translation by the KB's
+    # lexicon may count for less than the question's own words (lexicon.translate_question).
+    weights: tuple[float, ...] = ()
 
     def keyword_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
-        return best_of([self.backend.keyword(self.kb, t, level=level, top_k=top_k, only=only) for t in self.tokens], top_k)
+        lists = [self.backend.keyword(self.kb, t, level=level, top_k=top_k, only=only) for t in self.tokens]
+        if any(weight != 1.0 for weight in self.weights):
+            lists = [[(chunk, score * weight) for chunk, score in hits] for hits, weight in zip(lists, self.weights, strict=False)]
+        return best_of(lists, top_k)
 
     def vector_hits(self, *, level: int, top_k: int, only=None) -> list[Hit]:
         return best_of([self.backend.vector(self.kb, v, level=level, top_k=top_k, only=only) for v in self.vectors], top_k)
@@ -273,9 +280,14 @@ def _clean_query(query: str, max_chars: int) -> tuple[str, list[str]]:
 
 
 def _search_context(query, kb, params, backend, embedder, timer) -> SearchContext:
+    weights: tuple[float, ...] = ()
     if params.expand_cross_language:
         terms = kb_term_map(kb.pk, CROSS_LANG_TERMS, ONE_WAY_TERMS)  # the KB's own translations too
         variants = expand_query(query, terms, limit=params.max_expansions)
+        translation = timer("lexicon", lambda: translate_question(query, kb))
+        if variant := translation.variant(query):
+            variants = [variants[0], variant, *variants[1:]]
+            weights = (1.0, translation.weight, *(1.0 for _ in variants[2:]))
     else:
         variants = [query]
     tokens = timer("analyze", lambda: tuple(tuple(analyze(q)) for q in variants))
@@ -283,7 +295,7 @@ def _search_context(query, kb, params, backend, embedder, timer) -> SearchContex
     if params.mode != "bm25":
         model = embedder or get_embedder(backend.embedder_name(kb) or None)
         vectors = timer("embed_query", lambda: tuple(embed_query_cached(model, q) for q in variants))
-    return SearchContext(kb, backend, tuple(variants), tokens, vectors)
+    return SearchContext(kb, backend, tuple(variants), tokens, vectors, weights)
 
 
 def _recall(context: SearchContext, params: RetrievalParams, result: RetrievalResult, timer) -> list[Candidate]:

@@ -113,7 +113,7 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
 _DOCUMENTS_BLOCK = re.compile(r"<documents\b.*?</documents>", re.DOTALL)
 _DOCUMENTS_KB = re.compile(r"<documents\b[^>]*?\bkb=\"([^\"]*)\"")  # matched at an opening only
-_QUESTION = re.compile(r"<question\b[^>]*>(.*?)</question>", re.DOTALL)
+_QUESTION = re.compile(r"<question\b([^>]*)>(.*?)</question>", re.DOTALL)
 # A name from its first word character ("\b" after any leading "-"), tried once per run of name
 # characters: from each of them, "[\w-]+" would read to the run's end again.
 _ATTRIBUTE = re.compile(r"""(?<![\w-])-*+\b([\w-]++)\s*+=\s*+(?:"([^"]*)"|'([^']*)')""")
@@ -172,6 +172,7 @@ class ExtractiveProvider:
     def answer(self, messages: Sequence[Message]) -> str:
         """Return the whole answer for the conversation."""
         question = find_question(messages)
+        expand = _with_terms(self._expand, find_question_terms(messages))
         language = "zh" if has_cjk(question) else "en"
         evidence = find_evidence(messages)
         if not evidence:
@@ -181,8 +182,8 @@ class ExtractiveProvider:
         documents = [e for e in evidence if not (e.from_tool or e.from_memory)]
         passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
-                       expand=self._expand, options=self._options, encoder=self._encoder)
-        if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading):
+                       expand=expand, options=self._options, encoder=self._encoder)
+        if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading, expand):
             closest = _closest(documents, reading)
             return f"{self._disclaimer[language]}\n\n{_not_answered(closest, language, find_kb_name(messages))}"
         quoted = [(unit.text, e.doc_id) for e in tools for unit in split_units(e.text)]
@@ -194,12 +195,12 @@ class ExtractiveProvider:
         cite = "{text}[{doc_id}]" if language == "zh" else "{text} [{doc_id}]"
         body = ("" if language == "zh" else " ").join(cite.format(text=text, doc_id=n) for text, n in quoted)
         label = self._disclaimer if reading.picks else TOOL_DISCLAIMER if tools else self._memory_label()
-        title = self._lead_in(question, documents, reading) if not tools else ""
+        title = self._lead_in(question, documents, reading, expand) if not tools else ""
         # On a line of its own (a Markdown line break), so no citation takes it into its quote.
         heading = f"**{title}**  \n" if title else ""
         return f"{label[language]}\n\n{heading}{body}"
 
-    def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading) -> bool:
+    def _picks_answer(self, question: str, documents: Sequence[Evidence], reading: Reading, expand: Expand | None) -> bool:
         """Whether the units the reader picked may answer question: some unit speaks to it, not
         all are fragments, they hold the amount, version or setting's name it asks for, if it
         asks for one (coverage.lacks_fact), and some passage mentions each name of letters and
@@ -217,19 +218,19 @@ class ExtractiveProvider:
             return False
         if _names_what_no_passage_holds(question, documents):
             return False
-        return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, self._expand) for q in quotes)
+        return any(addresses_question(question, f"{q.section} {q.text}", self._tokenize, expand) for q in quotes)
 
     def _memory_label(self) -> dict[str, str]:
         """An answer of recalled facts alone says so, unless it stands in for a model that failed."""
         return MEMORY_DISCLAIMER if self._disclaimer is DISCLAIMER else self._disclaimer
 
-    def _lead_in(self, question: str, documents: Sequence[Evidence], reading: Reading) -> str:
+    def _lead_in(self, question: str, documents: Sequence[Evidence], reading: Reading, expand: Expand | None) -> str:
         if not reading.picks:
             return ""
         lead = next((e for e in documents if e.doc_id == reading.picks[0].doc_id), None)
         if lead is None:
             return ""
-        return lead_in(question, lead.section, reading.picks, tokenize=self._tokenize, expand=self._expand)
+        return lead_in(question, lead.section, reading.picks, tokenize=self._tokenize, expand=expand)
 
     def complete(self, messages: Sequence[Message], options: CompletionOptions) -> Completion:
         text = self.answer(messages)
@@ -350,12 +351,37 @@ def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
     return found
 
 
+def find_question_terms(messages: Sequence[Message]) -> str:
+    """The `terms` attribute of the last user message's `<question>`: the question's words as
+    the documents write them, in their language (chat.pipeline.prompt), or ""."""
+    for message in reversed(messages):
+        if message.role == "user":
+            tagged = next(find_elements(_QUESTION, message.content, "question"), None)
+            if tagged is None:
+                return ""
+            attributes = {name.lower(): _unescape(a or b) for name, a, b in _ATTRIBUTE.findall(tagged.group(1))}
+            return attributes.get("terms", "").strip()
+    return ""
+
+
+def _with_terms(expand: Expand | None, terms: str) -> Expand | None:
+    """expand, plus the question followed by terms: a unit in the documents' language that
+    states what the question asks shares those words with it."""
+    if not terms:
+        return expand
+
+    def expanded(question: str) -> list[str]:
+        return [*(expand(question) if expand else [question]), f"{question} {terms}"]
+
+    return expanded
+
+
 def find_question(messages: Sequence[Message]) -> str:
     """Return the last user message's question, without any evidence block."""
     for message in reversed(messages):
         if message.role == "user":
             tagged = next(find_elements(_QUESTION, message.content, "question"), None)
-            text = tagged.group(1) if tagged else remove_elements(
+            text = tagged.group(2) if tagged else remove_elements(
                 _DOCUMENTS_BLOCK, message.content, "documents", has_attributes=False
             )
             return _unescape(text).strip()

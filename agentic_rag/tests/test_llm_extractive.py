@@ -8,7 +8,7 @@ import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
 from agentic_rag.llm.coverage import Quoted, lacks_fact
-from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence
+from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence, find_question, find_question_terms
 from agentic_rag.llm.units import split_sentences
 
 OPTIONS = CompletionOptions()
@@ -264,3 +264,37 @@ def test_the_knowledge_bases_name_is_read_from_the_documents_opening_in_linear_t
     started = time.process_time()
     assert find_kb_name([Message("user", "<documents " * 20_000)]) == ""
     assert time.process_time() - started < 0.5  # searched from every opening, it takes seconds
+
+
+TEMPERATURES = """<documents kb="Seeds">
+<document id="3" source="pipeline.md" section="动态温度">- 知识问答: 0.1
+- 摘要总结: 0.3
+- 代码生成: 0.2
+- 创意写作: 0.7</document>
+</documents>"""
+CODE_QUESTION = "What temperature is used when generating code?"
+
+
+def _asked_with(terms: str) -> list[Message]:
+    opening = f'<question terms="{terms}">' if terms else "<question>"
+    return [Message("system", "Answer from the documents."), Message("user", f"{TEMPERATURES}\n{opening}{CODE_QUESTION}</question>")]
+
+
+def test_the_questions_words_in_the_documents_language_pick_the_unit_that_states_them():
+    # The chat passes an English question's words in the KB's Chinese (knowledge.lexicon) as the
+    # terms of <question>: a Chinese line shares no English word with the question otherwise.
+    reader = ExtractiveProvider()
+
+    with_terms = quoted_sentences(reader.complete(_asked_with("代码生成 温度"), OPTIONS).text)
+    without = reader.complete(_asked_with(""), OPTIONS).text
+
+    assert with_terms and with_terms[0] == ("代码生成: 0.2", "3")
+    assert "代码生成: 0.2" not in without
+
+
+def test_the_terms_are_read_from_the_question_element_and_not_taken_for_the_question():
+    messages = _asked_with("代码生成 &quot;温度&quot;")
+
+    assert find_question(messages) == CODE_QUESTION
+    assert find_question_terms(messages) == '代码生成 "温度"'
+    assert find_question_terms(conversation(EN_DOCUMENTS, "When does the breaker open?")) == ""

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider
-from agentic_rag.llm.extractive import find_evidence, find_question
+from agentic_rag.llm.extractive import find_evidence, find_question, find_question_terms
 from chat.pipeline.prompt import TEMPERATURES, assemble_prompt, detect_task, prompt_mode
 from chat.pipeline.state import EvidenceItem, Turn
 
@@ -102,3 +102,12 @@ def test_the_documents_block_names_its_knowledge_base_for_a_not_found_answer():
     assert '<documents kb="Alice\'s &quot;docs&quot;">' in prompt.messages[1].content
     assert 'Not found in the knowledge base “Alice\'s "docs"”' in answer
     assert "<documents>" in assemble_prompt("xyzzy?", (KB,)).messages[1].content  # no name, no attribute
+
+
+def test_the_question_carries_its_words_in_the_documents_language_for_the_reader():
+    prompt = assemble_prompt("What does the gate check?", (KB,), terms=("质量门控", '"检查"'))
+
+    assert '<question terms="质量门控 &quot;检查&quot;">What does the gate check?</question>' in prompt.messages[1].content
+    assert find_question_terms(list(prompt.messages)) == '质量门控 "检查"'
+    assert find_question(list(prompt.messages)) == "What does the gate check?"
+    assert "<question>" in assemble_prompt("What does the gate check?", (KB,)).messages[1].content

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agentic_rag.embeddings import HashingEmbedder, text_key
-from knowledge.meaning import UnitVectorStore, store_unit_vectors, unit_texts
+from knowledge.meaning import UnitVectorStore, document_words, store_unit_vectors, unit_texts
 from knowledge.models import Chunk, UnitVector
 
 from .test_terms import _ingest
@@ -22,7 +22,9 @@ def test_ingestion_keeps_a_vector_of_every_unit_under_the_readers_encoder(kb, se
 
     keys = set(UnitVector.objects.filter(document=document, encoder="hashing-1024").values_list("key", flat=True))
     assert text_key("守望进程每 30 秒巡检一次全部节点。") in keys
-    assert keys == set(unit_texts(Chunk.objects.filter(document=document).values_list("text", flat=True)))
+    texts = list(Chunk.objects.filter(document=document).values_list("text", flat=True))
+    # and of its Chinese words, for knowledge.lexicon
+    assert keys == set(unit_texts(texts)) | set(document_words(texts))
 
 
 def test_without_a_readers_encoder_ingestion_keeps_no_vectors(kb):
