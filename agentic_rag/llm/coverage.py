@@ -84,6 +84,10 @@ _ASKS_AMOUNT = re.compile(
     re.IGNORECASE,
 )
 # "4K", "10MB", "5ms", "122B": the reader's numbers stand alone, these carry a unit.
+# A name and its release ("networkx 3.6", "Python 3.12"): a version, not the amount a question
+# asks for ("分辨率参数设为多少？" is not answered by the table row naming networkx 3.6). A
+# release below 1 ("weight 0.7", "BM25 0.3") reads as the value it more often is.
+_NAMED_VERSION = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9_+-]{0,30}[ \t]+[vV]?[1-9]\d{0,3}\.\d{1,4}(?:\.\d{1,4})?(?![\w.%])")
 _NUMBER_WITH_UNIT = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?[A-Za-z]{1,3}\b")
 # Amounts written in words the reader's number pattern leaves out ("百分之四十", "三倍", "一半", "twice").
 _AMOUNT_IN_WORDS = re.compile(
@@ -167,7 +171,7 @@ def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
     new_text = " ".join(_new_text(q.text, question) for q in quotes)
     if _ASKS_VERSION.search(question) and not _HOLDS_VERSION.search(new_text):
         return "the question asks for a version and the quotes hold none"
-    if _ASKS_AMOUNT.search(question) and not _holds_number(new_text):
+    if _ASKS_AMOUNT.search(question) and not _holds_number(_NAMED_VERSION.sub(" ", new_text)):
         return "the question asks for a number and the quotes hold none"
     if "identifier" in expected_answer_types(question) and not _FACT_PATTERNS["identifier"].search(new_text):
         return "the question asks for a setting's name and the quotes hold none"

@@ -169,6 +169,15 @@ def test_quotes_answering_one_part_of_a_compound_question_are_not_refused_for_th
     assert not lacks_fact("长期记忆存储在哪里，保留多久？", quotes)
 
 
+def test_a_names_release_is_not_the_amount_a_question_asks_for():
+    version = [Quoted("组件：图谱，选型：networkx 3.6，理由：内存图操作 + 社区检测")]
+    assert lacks_fact("社区检测算法的分辨率参数设为多少？", version)
+    assert not lacks_fact("图谱用的是哪个库？", version)  # asks no amount
+    # A value below 1 after a name reads as the value it more often is; a unit makes it an amount.
+    assert not lacks_fact("How much does BM25 weigh?", [Quoted("Fusion weighs vectors 0.7 and BM25 0.3.")])
+    assert not lacks_fact("How long is the timeout?", [Quoted("The probe waits timeout 5.5s before giving up.")])
+
+
 def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():
     documents = """<documents>
 <document id="1" doc="datetime" source="TOOL">Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)
