@@ -87,7 +87,7 @@ _ASKS_AMOUNT = re.compile(
 # A name and its release ("networkx 3.6", "Python 3.12"): a version, not the amount a question
 # asks for ("分辨率参数设为多少？" is not answered by the table row naming networkx 3.6). A
 # release below 1 ("weight 0.7", "BM25 0.3") reads as the value it more often is.
-_NAMED_VERSION = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9_+-]{0,30}[ \t]+[vV]?[1-9]\d{0,3}\.\d{1,4}(?:\.\d{1,4})?(?![\w.%])")
+_NAMED_VERSION = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9_+-]{0,30}[ \t]{1,3}[vV]?[1-9]\d{0,3}\.\d{1,4}(?:\.\d{1,4})?(?![\w.%])")
 _NUMBER_WITH_UNIT = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?[A-Za-z]{1,3}\b")
 # Amounts written in words the reader's number pattern leaves out ("百分之四十", "三倍", "一半", "twice").
 _AMOUNT_IN_WORDS = re.compile(
