@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .reader import _FACT_PATTERNS, _new_text, _parts, expected_answer_types
+from .reader import _FACT_PATTERNS, _new_text, _parts, declares_asked_name, expected_answer_types
 from .units import has_cjk, text_language
 
 Tokenize = Callable[[str], list[str]]
@@ -116,7 +116,7 @@ def unanswered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize, expa
         return "nothing is quoted"
     if not subject_covered(question, quotes, tokenize, expand):
         return "the quotes do not speak of what the question asks about"
-    substantive = [q for q in quotes if not is_fragment(q.text)]
+    substantive = [q for q in quotes if not is_fragment(q.text, question)]
     if not substantive:
         return "the quotes only introduce a list, name a section or draw a tree"
     return _missing_kind(question, substantive, tokenize)
@@ -132,9 +132,12 @@ def subject_covered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize,
     return any(_holds_subject(_content_terms(variant, tokenize), said) for variant in variants or [question])
 
 
-def is_fragment(text: str) -> bool:
-    """A lead-in without its list, a bare heading, a line of a box drawing or a lone line of code."""
+def is_fragment(text: str, question: str = "") -> bool:
+    """A lead-in without its list, a bare heading, a line of a box drawing or a lone line of code,
+    unless it is the line that declares the class or function whose name question asks."""
     stripped = text.strip().strip("*_` ")
+    if question and declares_asked_name(question, stripped):
+        return False
     return bool(
         not stripped
         or _BOX_DRAWING.search(stripped)

@@ -212,9 +212,9 @@ class ExtractiveProvider:
                    where[pick.doc_id].doc if pick.doc_id in where else "")
             for pick in reading.picks
         ]
-        if all(is_fragment(q.text) for q in quotes):
+        if all(is_fragment(q.text, question) for q in quotes):
             return False
-        if lacks_fact(question, [q for q in quotes if not is_fragment(q.text)]):
+        if lacks_fact(question, [q for q in quotes if not is_fragment(q.text, question)]):
             return False
         if _names_what_no_passage_holds(question, documents):
             return False

@@ -114,6 +114,15 @@ MEANING_SCORE = 0.2  # added to any unit's score for meaning all of the question
 LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
+# A question for the name of a class, function or interface ("记忆接口类叫什么？") is answered by
+# the line of code that declares it ("class RAGAgentMemory:"), which is not penalised as code.
+_ASKS_CODE_NAME = re.compile(
+    r"(?:类|函数|方法|接口|结构体)(?:名|叫什么|是什么|是哪个)|哪个(?:类|函数|方法|接口)"
+    r"|\b(?:class|function|method|interface|struct)(?:es|s)?\b.{0,40}\b(?:called|named)\b"
+    r"|\b(?:which|what) (?:class|function|method|interface|struct)\b|\bname of the (?:class|function|method|interface)\b",
+    re.I,
+)
+_DECLARES_NAME = re.compile(r"(?:export\s+)?(?:async\s+)?(?:class|def|func|function|interface|type|struct)\s+[A-Za-z_]\w*")
 # A sentence that opens by pointing back says its subject in the sentence before it.
 _POINTS_BACK = re.compile(r"(?:this|these|that|those|it|they|such)\b|这|此|该|它|上述|以上|其中|其余", re.I)
 # Possessive: "\s*…\s*" around nothing would split a long run of spaces every way there is.
@@ -176,6 +185,11 @@ class _Scored:
     score: float
     coverage: float
     keyed: bool = False  # a table row or key-value line whose key the question names
+
+
+def declares_asked_name(question: str, text: str) -> bool:
+    """Whether a line of code declares the class, function or interface whose name question asks."""
+    return _ASKS_CODE_NAME.search(question) is not None and _DECLARES_NAME.match(text.strip()) is not None
 
 
 def expected_answer_types(question: str) -> frozenset[str]:
@@ -394,7 +408,9 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= KEYED_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
-    if unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)):
+    if declares_asked_name(asked.text, unit.text):
+        factor *= 1.35  # the name asked for, as a number is to "how many"
+    elif unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)):
         factor *= 0.1
     if len(unit.text.replace(" ", "")) < 6:
         factor *= 0.5
@@ -468,7 +484,7 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     # elsewhere shares a word more: a row among the best three brings its whole table.
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
     table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
-    chosen = table or _with_antecedents(_with_follow_on(chosen, scored, types, wants_code), scored)
+    chosen = table or _with_antecedents(_with_declaration(_with_follow_on(chosen, scored, types, wants_code), scored, asked), scored)
     chosen = _with_blocks(chosen, scored, options.max_chars, wants_all=bool({"how", "list"} & types))
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
 
@@ -507,6 +523,20 @@ def _with_follow_on(chosen: list[_Scored], scored: Sequence[_Scored], types: fro
     if wants_code and after.unit.is_code and not best.unit.is_code:
         return [best, after, *[s for s in chosen[1:] if s is not after]][:3]
     return chosen
+
+
+def _with_declaration(chosen: list[_Scored], scored: Sequence[_Scored], asked: _Asked) -> list[_Scored]:
+    """The chosen units with, second, the line of code their passages declare the asked-for
+    class or function by ("class RAGAgentMemory:" beside "统一的 Memory 接口"): it shares few of
+    the question's words, and is the name asked."""
+    if not chosen or any(declares_asked_name(asked.text, s.unit.text) for s in chosen):
+        return chosen
+    passages = {id(s.passage) for s in chosen}
+    declared = [s for s in scored if id(s.passage) in passages and declares_asked_name(asked.text, s.unit.text)]
+    if not declared:
+        return chosen
+    best = max(declared, key=lambda s: s.score)
+    return [chosen[0], best, *chosen[1:]]
 
 
 def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: int, *, wants_all: bool = False) -> list[_Scored]:

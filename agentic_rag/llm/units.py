@@ -340,7 +340,7 @@ def _readable_lines(text: str) -> Iterator[_Line]:
     headings, drawing lines and other lines, Markdown stripped; rules and blank lines only mark
     a gap before the next line."""
     lines = text.splitlines()
-    i, gap, fenced = 0, False, False
+    i, gap, fenced, after_code = 0, False, False, False
     while i < len(lines):
         width = _cell_count(lines[i])
         end = i + 1
@@ -367,8 +367,14 @@ def _readable_lines(text: str) -> Iterator[_Line]:
             cleaned, key = ", ".join(cells), cells[0] if width == 2 else ""
         if cleaned:
             kind = _line_kind(line, cleaned, kind, fenced)
+            is_code = fenced or (kind == "line" and _is_code_line(line))
+            if kind == "heading" and after_code and not gap and _COMMENT_MARK.match(line):
+                # "# 上下文窗口: 4K tokens" under "SUMMARY_THRESHOLD = 20 # 轮": a comment of code
+                # whose fences ingestion took away, not a heading. One in words states a fact.
+                kind, is_code = "line", not _HAS_CJK.search(cleaned)
             key = key or (_key_of(cleaned) if kind in ("line", "item") else "")
-            yield _Line(cleaned, kind, key, gap, fenced or (kind == "line" and _is_code_line(line)))
+            yield _Line(cleaned, kind, key, gap, is_code)
+            after_code = is_code or kind == "line" and (_COMMENT_MARK.match(line) is not None or _ends_in_comment(line) or is_code_like(cleaned))
             gap = False
 
 
@@ -377,6 +383,15 @@ def _is_code_line(line: str) -> bool:
     indented code block, or a line inside a block whose fences ingestion took away), or a "//"
     comment ("// 重排序失败，使用原结果" explains code, it is not an answer)."""
     return line.startswith(("    ", "\t")) or line.lstrip().startswith("//")
+
+
+_COMMENT_MARK = re.compile(r"^\s*#\s")  # one "#": a heading of a section's first level is rare in code
+_TRAILING_COMMENT = re.compile(r"[\w)\]}\"']\s+(?:#|//)\s")  # "SUMMARY_THRESHOLD = 20 # 轮"
+
+
+def _ends_in_comment(line: str) -> bool:
+    """Whether a line of code ends in a comment: the lines after it may be comments too."""
+    return _TRAILING_COMMENT.search(line) is not None and ("=" in line or "(" in line)
 
 
 def _is_rule(line: str) -> bool:

@@ -180,6 +180,52 @@ def test_lines_of_code_are_code_even_without_their_fences():
     assert not units["功能：对检索结果重新排序"].is_code
 
 
+MEMORY_CODE = """文件: app/platform/memory.py
+
+SUMMARY_THRESHOLD = 20 # 轮
+# 超过阈值: 前 60% → LLM 摘要, 后 40% → 保留原文
+# 上下文窗口: 4K tokens
+# keep_recent
+"""
+
+
+def test_comments_under_a_line_of_code_are_comments_not_headings():
+    units = {u.text: u for u in split_units(MEMORY_CODE)}
+    assert units["上下文窗口: 4K tokens"].kind == "sentence"
+    assert not units["上下文窗口: 4K tokens"].is_code  # a comment in words states a fact
+    assert units["keep_recent"].is_code
+    # A heading after prose, or after a blank line, stays a heading.
+    assert split_units("功能说明如下。\n# 会话记忆\n文本")[1].kind == "heading"
+    assert split_units("x = 1 # one\n\n# 会话记忆\n文本")[1].kind == "heading"
+
+
+def test_a_fact_stated_in_a_comment_of_code_answers():
+    from knowledge.analysis import analyze
+
+    reading = read("会话记忆的上下文窗口有多大？", [Passage("1", MEMORY_CODE, 0, "会话记忆")], tokenize=analyze)
+    assert reading.picks[0].unit.text == "上下文窗口: 4K tokens"
+
+
+CLASS_DECLARED = """选择: 统一的 Memory 接口，内部包含三种记忆类型
+
+class RAGAgentMemory:
+    async def get_session_summary(project_id) -> str
+
+理由:
+- 封装复杂性，对 RAG Agent 暴露简单接口"""
+
+
+@pytest.mark.parametrize("question", ["RAG Agent 的记忆接口类叫什么？", "Which class is the RAG agent's memory interface?"])
+def test_a_question_for_a_class_name_is_answered_by_the_line_that_declares_it(question):
+    body = answer_of(question, ("Memory 模块设计", CLASS_DECLARED))
+    assert "class RAGAgentMemory" in body
+
+
+def test_a_declaration_is_still_code_to_a_question_that_asks_no_name():
+    body = answer_of("RAG Agent 的记忆模块为什么统一接口？", ("Memory 模块设计", CLASS_DECLARED))
+    assert "class RAGAgentMemory" not in body
+
+
 def test_a_list_question_answered_by_one_item_gets_the_lead_in_and_the_whole_list():
     from knowledge.analysis import analyze
 
