@@ -198,7 +198,8 @@ CROSS_LANG_TERMS: Mapping[str, str] = MappingProxyType({
     "对话": "chat", "文档对话": "document chat", "置信度": "confidence", "澄清": "clarification",
     "部署": "deployment", "上传": "upload", "超时": "timeout", "温度": "temperature",
     "分词器": "tokenizer", "全栈": "full stack", "配置": "configuration", "并发": "concurrency",
-    "允许": "allowed", "创意": "creative", "界面": "interface",
+    "允许": "allowed", "创意": "creative", "界面": "interface", "后端": "backend", "前端": "frontend",
+    "心跳": "heartbeat",
 })
 # Ordinary software words, Chinese → English only: a Chinese question about an English passage
 # shares them with it ("目录里需要哪些文件" → "directory", "file"), while an English question
