@@ -400,8 +400,8 @@ def _fitness(asked: _Asked, item: _Located) -> float:
     # "This suits Chinese extractive QA sets" repeats "Which format suits Chinese extractive QA
     # sets?" but for "This": what it points back to is the answer, and is quoted with it.
     said = item.terms | item.before if _POINTS_BACK.match(unit.text) else item.terms
-    if not said - asked.variants[0]:
-        factor *= 0.2  # repeats the question's words and adds nothing
+    if not said - asked.variants[0] and not unit.is_lead_in:
+        factor *= 0.2  # repeats the question's words and adds nothing (a lead-in adds its block)
     if _QUESTION_END.search(unit.text):
         factor *= 0.3  # a question in the sources is not an answer
     if item.keyed:

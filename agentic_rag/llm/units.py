@@ -103,6 +103,7 @@ class _Line(NamedTuple):
     key: str
     gap: bool  # a blank line (or a rule) comes before it
     is_code: bool = False  # a line of a code block: fenced, indented as code, or a "//" comment
+    is_comment: bool = False  # "# Agent 特有字段" in code: it heads the lines of code after it
 
 
 def readable_text(text: str) -> str:
@@ -150,10 +151,13 @@ class _Blocks:
         self.count = 0
         self.current = -1
         self.taken = 0
+        self.by_comment = False
 
     def enter(self, line: _Line) -> int:
-        """The block a line joins (-1: none)."""
-        if self.current >= 0 and (line.kind == "heading" or (line.gap and self.taken)):
+        """The block a line joins (-1: none). A comment in words ends the block the comment
+        before it opened: each heads the lines of code under it."""
+        ends_comment_block = self.by_comment and line.is_comment
+        if self.current >= 0 and (line.kind == "heading" or (line.gap and self.taken) or ends_comment_block):
             self.current = -1
         if self.current >= 0:
             self.taken += 1
@@ -165,11 +169,15 @@ class _Blocks:
         is one of its lines."""
         if self.current >= 0 and self.taken:
             return -1
+        if line.is_comment and not is_code:
+            self.current, self.taken, self.by_comment = self.count, 0, True
+            self.count += 1
+            return self.current
         if is_code or line.kind not in ("line", "item") or not line.text.endswith(LEAD_IN_ENDS):
             return -1
         if _CODE_OPENING.match(line.text):
             return -1
-        self.current, self.taken = self.count, 0
+        self.current, self.taken, self.by_comment = self.count, 0, False
         self.count += 1
         return self.current
 
@@ -368,12 +376,14 @@ def _readable_lines(text: str) -> Iterator[_Line]:
         if cleaned:
             kind = _line_kind(line, cleaned, kind, fenced)
             is_code = fenced or (kind == "line" and _is_code_line(line))
-            if kind == "heading" and after_code and not gap and _COMMENT_MARK.match(line):
-                # "# 上下文窗口: 4K tokens" under "SUMMARY_THRESHOLD = 20 # 轮": a comment of code
-                # whose fences ingestion took away, not a heading. One in words states a fact.
+            # "# 上下文窗口: 4K tokens" under "SUMMARY_THRESHOLD = 20 # 轮", or indented in a class:
+            # a comment of code (whose fences ingestion may have taken away), not a heading. One
+            # in words states a fact, and heads the lines of code under it.
+            is_comment = bool(_COMMENT_MARK.match(line)) and (is_code or (kind == "heading" and after_code and not gap))
+            if is_comment:
                 kind, is_code = "line", not _HAS_CJK.search(cleaned)
             key = key or (_key_of(cleaned) if kind in ("line", "item") else "")
-            yield _Line(cleaned, kind, key, gap, is_code)
+            yield _Line(cleaned, kind, key, gap, is_code, is_comment)
             after_code = is_code or kind == "line" and (_COMMENT_MARK.match(line) is not None or _ends_in_comment(line) or is_code_like(cleaned))
             gap = False
 

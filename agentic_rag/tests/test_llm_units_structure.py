@@ -206,6 +206,30 @@ def test_a_fact_stated_in_a_comment_of_code_answers():
     assert reading.picks[0].unit.text == "上下文窗口: 4K tokens"
 
 
+AGENT_STATE = """选择: 继承并扩展现有 GraphState
+
+class RAGAgentState(TypedDict):
+    # 继承现有字段
+    question: str
+    generation: str
+    # Agent 特有字段
+    tool_calls: list[ToolCall]
+    should_continue: bool"""
+
+
+def test_a_comment_in_words_heads_the_lines_of_code_under_it_up_to_the_next():
+    units = {u.text: u for u in split_units(AGENT_STATE)}
+    first, second = units["# 继承现有字段"], units["# Agent 特有字段"]
+    assert first.is_lead_in and second.is_lead_in and not first.is_code
+    assert units["generation: str"].block == first.block != second.block
+    assert units["tool_calls: list[ToolCall]"].block == units["should_continue: bool"].block == second.block
+
+
+def test_a_list_question_gets_the_comment_and_the_lines_it_heads():
+    body = answer_of("RAGAgentState 新增了哪些 Agent 特有字段？", ("Decision 4: Agent State 设计", AGENT_STATE))
+    assert "tool_calls" in body and "should_continue" in body and "generation" not in body
+
+
 CLASS_DECLARED = """选择: 统一的 Memory 接口，内部包含三种记忆类型
 
 class RAGAgentMemory:
