@@ -132,6 +132,34 @@ def subject_covered(question: str, quotes: Sequence[Quoted], tokenize: Tokenize,
     return any(_holds_subject(_content_terms(variant, tokenize), said) for variant in variants or [question])
 
 
+def speaks_of(question: str, quote: Quoted, tokenize: Tokenize, expand: Expand | None = None) -> bool:
+    """Whether the quote, with its section and document, holds one of the question's content
+    terms (or of a variant's: a translation, the question's terms): the amount a question asks
+    for is stated where its subject is named, not in a line that only holds a number."""
+    where = f"{quote.doc} {quote.section} {quote.text}"
+    said = set(tokenize(where))
+    variants = expand(question) if expand else [question]
+    if any(_content_terms(variant, tokenize) & said for variant in variants or [question]):
+        return True
+    # A Chinese word the tokenizer splits into characters ("子块" → 子, 块) is named as written.
+    return any(word in where for word in _split_words(question, tokenize))
+
+
+def _split_words(question: str, tokenize: Tokenize) -> list[str]:
+    """The runs of single Chinese characters the tokenizer left, joined: "子块大概多大" → 子块, 多大."""
+    words, run = [], ""
+    for term in tokenize(_QUESTION_WORDS.sub(" ", question)):
+        if len(term) == 1 and has_cjk(term):
+            run += term
+            continue
+        if len(run) >= 2:
+            words.append(run)
+        run = ""
+    if len(run) >= 2:
+        words.append(run)
+    return [word for word in words if word not in _ASKING_WORDS]
+
+
 def is_fragment(text: str, question: str = "") -> bool:
     """A lead-in without its list, a bare heading, a line of a box drawing or a lone line of code,
     unless it is the line that declares the class or function whose name question asks."""

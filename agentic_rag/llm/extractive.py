@@ -46,7 +46,7 @@ from agentic_rag.llm.base import (
     complete_json_with,
     json_messages,
 )
-from agentic_rag.llm.coverage import Quoted, is_fragment, lacks_fact
+from agentic_rag.llm.coverage import Quoted, is_fragment, lacks_fact, speaks_of
 from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import (
@@ -212,9 +212,11 @@ class ExtractiveProvider:
                    where[pick.doc_id].doc if pick.doc_id in where else "")
             for pick in reading.picks
         ]
-        if all(is_fragment(q.text, question) for q in quotes):
+        substantive = [q for q in quotes if not is_fragment(q.text, question)]
+        if not substantive or lacks_fact(question, substantive):
             return False
-        if lacks_fact(question, [q for q in quotes if not is_fragment(q.text, question)]):
+        # The amount asked for must be said where the question's subject is named.
+        if lacks_fact(question, [q for q in substantive if speaks_of(question, q, self._tokenize, expand)] or [Quoted("")]):
             return False
         if _names_what_no_passage_holds(question, documents):
             return False

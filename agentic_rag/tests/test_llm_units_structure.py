@@ -284,3 +284,24 @@ def test_code_lines_ending_in_a_colon_stay_in_the_block_of_their_lead_in():
 def test_a_lead_in_to_code_is_quoted_with_the_code():
     body = answer_of("限流时最多重试几次，间隔怎么变？", ("2.7 LLM 限流重试", RETRY))
     assert "解决: 最多重试 3 次，间隔逐次变长:" in body and "# 2s, 3s, 5s" in body
+
+
+MEMORY_SETTINGS = ("会话记忆", "压缩比: 10:1\n上下文窗口: 4K tokens\n摘要格式: 用户咨询了XX,结论是YY")
+
+
+def test_an_amount_is_not_taken_from_lines_that_do_not_name_what_the_question_asks_about():
+    body = answer_of("长期记忆的数据保留多少天？", ("长期记忆", "长期记忆存放在向量库中，按用户隔离。"), MEMORY_SETTINGS)
+    assert "没有" in body and "[2]" not in body
+
+
+def test_an_amount_said_where_its_subject_is_named_answers():
+    body = answer_of("会话记忆的上下文窗口有多大？", MEMORY_SETTINGS)
+    assert "4K tokens[1]" in body
+
+
+def test_a_word_the_tokenizer_splits_into_characters_names_the_subject():
+    from agentic_rag.llm.coverage import Quoted, speaks_of
+    from knowledge.analysis import analyze
+
+    assert speaks_of("子块大概多大？", Quoted("中文约 200–400 个汉字", "子块"), analyze)
+    assert not speaks_of("子块大概多大？", Quoted("全局 QPS: 1000", "限流"), analyze)
