@@ -98,11 +98,7 @@ _MATRICES = _BoundedCache(MATRIX_CACHE_BYTES)
 def unit_matrix(kb: KnowledgeBase, encoder: str, build: Callable[[KnowledgeBase, str], UnitMatrix] = build_unit_matrix) -> UnitMatrix:
     """The KB's UnitMatrix at its content version, built once a version in this process."""
     key = (kb.pk, kb.content_version, getattr(kb, "created_at", None), encoder)
-    matrix = _MATRICES.get(key)
-    if matrix is None:
-        matrix = build(kb, encoder)
-        _MATRICES.put(key, matrix, matrix.nbytes + 200)
-    return matrix
+    return _MATRICES.built_once(key, lambda: build(kb, encoder), lambda matrix: matrix.nbytes + 200)
 
 
 def crosslingual_hits(

@@ -122,11 +122,7 @@ _LEXICONS = _BoundedCache(CACHE_BYTES)
 def kb_lexicon(kb: KnowledgeBase, encoder: str, build: Callable[[KnowledgeBase, str], Lexicon] = build_lexicon) -> Lexicon:
     """The KB's Lexicon at its content version, built once a version in this process."""
     key = (kb.pk, kb.content_version, getattr(kb, "created_at", None), encoder)
-    lexicon = _LEXICONS.get(key)
-    if lexicon is None:
-        lexicon = build(kb, encoder)
-        _LEXICONS.put(key, lexicon, lexicon.nbytes + 200)
-    return lexicon
+    return _LEXICONS.built_once(key, lambda: build(kb, encoder), lambda lexicon: lexicon.nbytes + 200)
 
 
 def translated_words(question: str, lexicon: Lexicon, embedder: Embedder, *, min_cosine: float = MIN_COSINE) -> list[str]:

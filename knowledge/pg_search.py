@@ -527,6 +527,14 @@ class _BoundedCache:
             self._items.move_to_end(key)
             return item[0]
 
+    def built_once(self, key: Hashable, build: Callable[[], T], size: Callable[[T], int]) -> T:
+        """The value kept at key, else what build makes, kept for next time if it fits."""
+        value = self.get(key)
+        if value is None:
+            value = build()
+            self.put(key, value, size(value))
+        return value
+
     def put(self, key: Hashable, value: object, size: int) -> None:
         if size > self._max_bytes:
             return
