@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from django.conf import settings
@@ -26,7 +25,6 @@ from django.conf import settings
 from agentic_rag.embeddings import Embedder, embed_query_cached, text_key
 
 from .analysis import ENGLISH_STOP_WORDS, analyze
-from .fusion import CROSS_LANG_TERMS
 from .languages import kb_languages, languages_in, query_language, script_counts
 from .meaning import configured_encoder, known_vectors, vocabulary_words
 from .models import Chunk, KnowledgeBase
@@ -160,13 +158,6 @@ class Translation:
 NONE = Translation()
 
 
-def _asks_across(question: str, kb: KnowledgeBase | None) -> bool:
-    """Whether an English question is asked of a KB with Chinese text (settings.LEXICON_EXPANSION)."""
-    if kb is None or kb.pk is None or not settings.LEXICON_EXPANSION or query_language(question) != "en":
-        return False
-    return "zh" in kb_languages(kb)
-
-
 def translate_question(question: str, kb: KnowledgeBase | None) -> Translation:
     """The KB's words for an English question over a KB with Chinese text (settings.
     LEXICON_EXPANSION, the reader's encoder); none otherwise.
@@ -175,7 +166,9 @@ def translate_question(question: str, kb: KnowledgeBase | None) -> Translation:
     its answer there, and a translation of its ordinary words ("files" → 文件) finds Chinese
     passages that share only those: its search then counts for LEXICON_MIXED_WEIGHT.
     """
-    if not _asks_across(question, kb):
+    if kb is None or kb.pk is None or not settings.LEXICON_EXPANSION or query_language(question) != "en":
+        return NONE
+    if "zh" not in kb_languages(kb):
         return NONE
     encoder = configured_encoder()
     if encoder is None:
@@ -188,39 +181,3 @@ def translate_question(question: str, kb: KnowledgeBase | None) -> Translation:
 def _unit(vector: np.ndarray) -> np.ndarray:
     vector = np.asarray(vector, dtype=np.float32)
     return vector / max(float(np.linalg.norm(vector)), 1e-9)
-
-
-def glossary_words(question: str, term_map: Mapping[str, str]) -> list[str]:
-    """The Chinese words of term_map (Chinese → English) whose English the question holds as
-    words ("backend" → 后端, "graph" → 图谱), longest English first."""
-    pattern, chinese_of = _english_pattern(tuple(term_map.items()))
-    if pattern is None:
-        return []
-    found = dict.fromkeys(match.group(1) for match in pattern.finditer(question.lower()))
-    return [chinese_of[english] for english in sorted(found, key=len, reverse=True)]
-
-
-@lru_cache(maxsize=16)
-def _english_pattern(pairs: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
-    """One pattern for every English side (longest first, so "document chat" wins over "chat"),
-    and the Chinese word of each."""
-    chinese_of = {english.lower(): chinese for chinese, english in pairs}
-    if not chinese_of:
-        return None, {}
-    alternatives = "|".join(re.escape(english) for english in sorted(chinese_of, key=len, reverse=True))
-    return re.compile(rf"(?<![\w-])({alternatives})(?:s|es)?(?![\w-])"), chinese_of
-
-
-def question_terms(question: str, kb: KnowledgeBase | None) -> tuple[str, ...]:
-    """An English question's words as the KB's Chinese text writes them, for the reader (the
-    prompt's `terms`): the glossary's, then the lexicon's. (Not the pairs a KB's documents state,
-    knowledge.terms: "RAG(检索增强生成)" makes 检索增强生成 a term of every question naming RAG,
-    which the passages already share.) The search gets the glossary's as variants of the question (fusion.expand_query);
-    the reader weighs a question's own words above a variant's, and a Chinese row that states
-    the answer ("图谱 | networkx 3.6" under "后端" for "which graph library does the backend
-    use?") shares only the translated words."""
-    if not _asks_across(question, kb):
-        return ()
-    glossary = glossary_words(question, CROSS_LANG_TERMS)
-    return tuple(dict.fromkeys([*glossary, *translate_question(question, kb).words]))[:MAX_TERMS]
-

@@ -26,7 +26,7 @@ from chat.workers import TOOL_CALLING_AGENTS, RagRunSpec, plan_for, run_plan
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
 from knowledge.gate import gate_trace
-from knowledge.lexicon import question_terms
+from knowledge.lexicon import translate_question
 from knowledge.models import AnswerMode
 
 from . import stages
@@ -385,7 +385,7 @@ def _prompt(run: ChatRun) -> Outcome:
         run.rewrite.query, run.evidence, history,
         original=run.message, cite=run.options.enable_source_citation, temperature=run.options.temperature,
         memory=run.memory, general=run.kb is None, kb_name=run.kb.name if run.kb else "",
-        terms=question_terms(run.rewrite.query, run.kb),
+        terms=translate_question(run.rewrite.query, run.kb).words,
     )
     detail = f"{prompt.mode} · {prompt.task} · temperature {prompt.temperature} · {prompt.chars} chars"
     if not run.parts:
@@ -395,7 +395,7 @@ def _prompt(run: ChatRun) -> Outcome:
         (part, assemble_prompt(
             part.question, stages.evidence_for_part(run.evidence, part.numbers), history,
             cite=run.options.enable_source_citation, temperature=run.options.temperature, memory=run.memory,
-            kb_name=run.kb.name if run.kb else "", terms=question_terms(part.question, run.kb),
+            kb_name=run.kb.name if run.kb else "", terms=translate_question(part.question, run.kb).words,
         ) if part.numbers else None)
         for part in run.parts
     )

@@ -188,32 +188,3 @@ def test_the_real_encoder_finds_the_chinese_words_of_english_ones(kb, settings):
     assert "温度" in words and "代码生成" in words
     assert "巡检" not in words
     assert translated_words("What colour are the buttons?", kb_lexicon(kb, "use-m3"), lexicon.configured_encoder()) == []
-
-
-def test_glossary_words_are_the_chinese_of_the_english_words_a_question_holds():
-    glossary = {"后端": "backend", "图谱": "graph", "对话": "chat", "文档对话": "document chat"}
-
-    assert lexicon.glossary_words("Which graph library does the backend use?", glossary) == ["后端", "图谱"]
-    assert lexicon.glossary_words("How does document chat stream?", glossary) == ["文档对话"]
-    assert lexicon.glossary_words("Which graphs? A paragraph, a backends.", glossary) == ["后端", "图谱"]
-    assert lexicon.glossary_words("Which paragraph? backend_url", glossary) == []
-
-
-def test_the_reader_gets_the_glossarys_words_then_the_lexicons(kb, encoder, settings):
-    _encode_words(_ingest(kb, "温度.md", TEMPERATURE), encoder)
-
-    terms = lexicon.question_terms("What temperature does the backend use when generating code?", kb)
-
-    assert terms[:2] == ("温度", "后端")  # the glossary's (fusion.CROSS_LANG_TERMS), longest English first
-    assert "代码生成" in terms[2:]  # the lexicon's
-    assert lexicon.question_terms("后端用什么温度？", kb) == ()
-    settings.LEXICON_EXPANSION = False
-    assert lexicon.question_terms("What temperature does the backend use?", kb) == ()
-
-
-def test_without_an_encoder_the_reader_still_gets_the_glossarys_words(kb, settings, monkeypatch):
-    settings.LEXICON_EXPANSION = True
-    monkeypatch.setattr(lexicon, "configured_encoder", lambda: None)
-    _ingest(kb, "温度.md", TEMPERATURE)
-
-    assert lexicon.question_terms("Which temperature does the backend use?", kb) == ("温度", "后端")
