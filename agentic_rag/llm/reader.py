@@ -210,6 +210,11 @@ class _Asked:
     options: ReaderOptions
     language: str = "en"
     encoder: Similarity | None = None
+    asks_code_name: bool = False  # for a class's or function's name (_ASKS_CODE_NAME)
+
+    def declared(self, unit: Unit) -> bool:
+        """Whether unit is the line of code that declares the name asked for."""
+        return self.asks_code_name and _DECLARES_NAME.match(unit.text.strip()) is not None
 
 
 @dataclass(frozen=True)
@@ -328,7 +333,10 @@ def _ask(
     variants = [set(tokenize(q)) for q in (expand(subject) if expand else [subject])]
     variants = [terms for terms in variants if terms] or [set()]
     wants_code = _ASKS_FOR_CODE.search(question) is not None
-    return _Asked(question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question), encoder)
+    return _Asked(
+        question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question), encoder,
+        _ASKS_CODE_NAME.search(question) is not None,
+    )
 
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
@@ -408,7 +416,7 @@ def _fitness(asked: _Asked, item: _Located) -> float:
         factor *= KEYED_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
-    if declares_asked_name(asked.text, unit.text):
+    if asked.declared(unit):
         factor *= 1.35  # the name asked for, as a number is to "how many"
     elif unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)):
         factor *= 0.1
@@ -529,10 +537,10 @@ def _with_declaration(chosen: list[_Scored], scored: Sequence[_Scored], asked: _
     """The chosen units with, second, the line of code their passages declare the asked-for
     class or function by ("class RAGAgentMemory:" beside "统一的 Memory 接口"): it shares few of
     the question's words, and is the name asked."""
-    if not chosen or any(declares_asked_name(asked.text, s.unit.text) for s in chosen):
+    if not asked.asks_code_name or not chosen or any(asked.declared(s.unit) for s in chosen):
         return chosen
     passages = {id(s.passage) for s in chosen}
-    declared = [s for s in scored if id(s.passage) in passages and declares_asked_name(asked.text, s.unit.text)]
+    declared = [s for s in scored if id(s.passage) in passages and asked.declared(s.unit)]
     if not declared:
         return chosen
     best = max(declared, key=lambda s: s.score)
