@@ -189,7 +189,11 @@ class _Scored:
 
 def declares_asked_name(question: str, text: str) -> bool:
     """Whether a line of code declares the class, function or interface whose name question asks."""
-    return _ASKS_CODE_NAME.search(question) is not None and _DECLARES_NAME.match(text.strip()) is not None
+    return _ASKS_CODE_NAME.search(question) is not None and _declares_name(text)
+
+
+def _declares_name(text: str) -> bool:
+    return _DECLARES_NAME.match(text.strip()) is not None
 
 
 def expected_answer_types(question: str) -> frozenset[str]:
@@ -214,7 +218,7 @@ class _Asked:
 
     def declared(self, unit: Unit) -> bool:
         """Whether unit is the line of code that declares the name asked for."""
-        return self.asks_code_name and _DECLARES_NAME.match(unit.text.strip()) is not None
+        return self.asks_code_name and _declares_name(unit.text)
 
 
 @dataclass(frozen=True)
