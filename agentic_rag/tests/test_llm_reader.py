@@ -93,6 +93,22 @@ def test_a_how_question_answered_by_a_table_gets_the_whole_table():
     assert "35%" in body and "25%" in body and "20%" in body
 
 
+def test_a_table_in_another_passage_does_not_displace_the_units_that_say_more_of_the_question():
+    weights = """The five-factor reranker weighs each candidate.
+factor | weight | meaning
+cosine | 35% | embedding similarity
+key-term ratio | 25% | share of query tokens found
+normalised score | 15% | the fused score scaled to 0-1
+overlap | 5% | Jaccard overlap"""
+    search = "searchKnowledge runs the hybrid search of the knowledge base.\nvector_weight: 0.7,\nbm25_weight: 0.3,"
+    question = "In the Go pipeline's search step, how are the vector and BM25 scores weighted?"
+
+    body = answer_of(question, ("Reranker", weights), ("Search node", search))
+
+    assert "vector_weight: 0.7" in body and "bm25_weight: 0.3" in body
+    assert "35%" not in body  # a row of the reranker's table may join them, not the whole table
+
+
 def test_it_skips_a_command_line_and_a_sentence_that_repeats_the_question():
     text = (
         "How do I ask a question from the shell?\n"
