@@ -369,6 +369,21 @@ def test_it_halves_example_chunks(marker):
     assert plain.notes == []
 
 
+@pytest.mark.parametrize("text", [
+    '**示例惩罚**: 检测 "examples:", "few-shot", "scenario" 等标记 → 50% 分数惩罚',
+    'EXAMPLE_MARKERS = ["examples:", "few-shot", "scenario 1:"]',
+    "The gate skips chunks marked `few-shot`.",
+])
+def test_a_chunk_that_names_the_markers_in_quotes_is_not_an_example(text):
+    described = make_candidate(1, 1.0, text=text)
+    used = make_candidate(2, 1.0, text=f"{text}\nExamples: query → answer")
+
+    apply_example_penalty([described, used])
+
+    assert described.score == 1.0 and described.notes == []
+    assert used.score == pytest.approx(0.5)
+
+
 def test_it_takes_custom_markers_and_factor():
     example = make_candidate(1, 1.0, text="示例：用户问……")
     sample = make_candidate(2, 1.0, text="sample query: what is RRF?")
