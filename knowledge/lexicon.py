@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-from agentic_rag.embeddings import Embedder, embed_query_cached, text_key
+from agentic_rag.embeddings import Embedder, embed_queries_cached, text_key
 
 from .analysis import ENGLISH_STOP_WORDS, analyze
 from .languages import kb_languages, languages_in, query_language, script_counts
@@ -132,7 +132,7 @@ def translated_words(question: str, lexicon: Lexicon, embedder: Embedder, *, min
     phrases = question_phrases(question)
     if not phrases or not lexicon.words:
         return []
-    vectors = np.vstack([_unit(embed_query_cached(embedder, phrase)) for phrase in phrases])
+    vectors = np.vstack([_unit(vector) for vector in embed_queries_cached(embedder, phrases)])
     found = [
         (hit, " " in phrase) for phrase, hit in zip(phrases, lexicon.nearest(vectors, min_cosine), strict=True)
         if hit

@@ -25,6 +25,7 @@ from agentic_rag.embeddings import (
     OpenAIEmbedder,
     UseEmbedder,
     build_embedder,
+    embed_queries_cached,
     embed_query_cached,
     get_embedder,
 )
@@ -265,6 +266,39 @@ def test_it_caches_query_vectors_in_the_django_cache():
     embed_query_cached(embedder, "q")
     assert embedder.calls == ["q"]
     assert cache.get(embeddings.query_cache_key("counting", "q")) is not None
+
+
+class BatchingEmbedder(CountingEmbedder):
+    name = "batching"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return np.vstack([super(BatchingEmbedder, self).embed_query(text) for text in texts])
+
+
+def test_it_embeds_the_queries_the_cache_lacks_in_one_call_and_keeps_their_order(settings):
+    settings.EMBEDDING_CACHE_TTL = 60
+    embedder, cache = BatchingEmbedder(), RecordingCache()
+    known = embed_query_cached(embedder, "rerank", cache)
+
+    vectors = embed_queries_cached(embedder, ["timeout", "rerank", "each node", "timeout"], cache)
+
+    assert embedder.batches == [["timeout", "each node"]]  # "rerank" came from the cache, once each
+    np.testing.assert_array_equal(vectors[1], known)
+    np.testing.assert_array_equal(vectors[0], vectors[3])
+    for text, vector in zip(["timeout", "rerank", "each node"], vectors, strict=False):
+        np.testing.assert_allclose(vector, CountingEmbedder().embed_query(text))
+    assert embed_queries_cached(embedder, ["each node"], cache) and len(embedder.batches) == 1
+
+
+def test_an_embedder_without_a_batch_call_embeds_the_missing_queries_one_by_one():
+    embedder, cache = CountingEmbedder(), RecordingCache()
+    vectors = embed_queries_cached(embedder, ["a", "bb"], cache)
+    assert embedder.calls == ["a", "bb"] and [float(v[0]) > 0 for v in vectors] == [True, True]
 
 
 # --- OpenAI-compatible endpoint ----------------------------------------------------
