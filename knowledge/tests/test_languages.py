@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from agentic_rag.embeddings import get_embedder
-from knowledge.fusion import FusionParams
+from knowledge.fusion import FusionParams, expand_query
 from knowledge.languages import kb_languages, languages_of, needs_translation, query_language
 from knowledge.models import KnowledgeBase
 from knowledge.retrieval import RetrievalParams, retrieve
@@ -79,6 +79,20 @@ def test_a_bilingual_kb_is_searched_with_the_questions_variants(kb):
 
     assert kb_languages(kb) == {"zh", "en"}
     assert any("community" in text for text in embedder.queries)
+
+
+def test_the_vector_leg_embeds_the_question_and_its_first_variants_only(kb):
+    ingest(kb, {**CHINESE_DOCS, "deploy.md": "# Deployment\n\nThe model is deployed on two servers with four processes each."})
+    kb.refresh_from_db()
+    embedder = RecordingEmbedder()
+    question = "社区的模型部署在哪两台服务器上？"  # asked in no other test: the query cache has not seen it
+    variants = expand_query(question, limit=5)
+
+    result = retrieve(question, kb, RetrievalParams(mode="hybrid", max_expansions=5, vector_variants=2), embedder=embedder)
+
+    assert len(variants) > 2
+    assert embedder.queries == variants[:2]  # the one-word swaps after them are the keyword leg's
+    assert result.candidates
 
 
 def test_the_kbs_languages_follow_its_documents(kb):
