@@ -369,21 +369,7 @@ def embed_query_cached(
     embedder: Embedder, text: str, cache: QueryCache | None = None, *, ttl: int | None = None
 ) -> np.ndarray:
     """Embed a query through the cache (default: Django's, TTL settings.EMBEDDING_CACHE_TTL)."""
-    if cache is None:
-        from django.core.cache import cache as default_cache
-
-        cache = default_cache
-    if ttl is None:
-        from django.conf import settings
-
-        ttl = getattr(settings, "EMBEDDING_CACHE_TTL", 3600)
-    key = query_cache_key(embedder.name, text)
-    cached = cache.get(key)
-    if isinstance(cached, bytes) and cached and len(cached) % 4 == 0:
-        return np.frombuffer(cached, dtype=np.float32).copy()
-    vector = np.asarray(embedder.embed_query(text), dtype=np.float32)
-    cache.set(key, vector.tobytes(), timeout=ttl)
-    return vector
+    return embed_queries_cached(embedder, [text], cache, ttl=ttl)[0]
 
 
 def embed_queries_cached(
