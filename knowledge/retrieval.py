@@ -94,9 +94,9 @@ class RetrievalParams:
     gate: GateParams | None = GateParams()
     expand_cross_language: bool = True
     max_expansions: int = 3
-    # The vector leg embeds the query and its first variant (the lexicon's or the term map's
-    # whole translation); the one-word swaps after them are for the keyword leg, and each
-    # cost an e5-small embedding (about 15 ms) while moving a dense vector little.
+    # The vector leg embeds the query and its first two variants (the lexicon's, the term
+    # map's whole translation); the one-word swaps after them are for the keyword leg: each
+    # would cost an e5-small embedding (about 15 ms) and moves a dense vector little.
     vector_variants: int = 3
     example_penalty: bool = True
     max_query_chars: int = 1000
