@@ -99,6 +99,7 @@ class AnswerOutcome:
     language: str = ""  # "en" or "zh": the question's
     two_doc: bool = False
     why: list[str] = field(default_factory=list)
+    category: str = ""  # the golden question's ("number", "table", "unanswerable" …)
 
     @property
     def passed(self) -> bool:
@@ -251,7 +252,7 @@ def score_answer(
         citations=len(kb_citations), citations_valid=valid,
         route_ok=(shortcut == case.expected_shortcut) if case.expected_shortcut else None,
         said_not_found=says_not_found(result) if case.unanswerable else None,
-        language=case.language, two_doc=case.two_doc,
+        language=case.language, two_doc=case.two_doc, category=case.category,
     )
     if outcome.said_not_found is False:
         outcome.why.append("answered a question the documents do not answer")
@@ -296,6 +297,17 @@ def summarise(outcomes: Sequence[AnswerOutcome]) -> dict[str, float | None]:
         "keyword_pass_zh": _rate([o.keyword_pass for o in outcomes if o.language == "zh"]),
         "keyword_pass_two_doc": _rate([o.keyword_pass for o in outcomes if o.two_doc]),
     }
+
+
+def by_category(outcomes: Sequence[AnswerOutcome]) -> dict[str, tuple[float | None, float | None, int]]:
+    """Per question category: keyword pass, keywords in the evidence, and how many questions
+    state keywords. Where the two rates part, the reader missed what retrieval found."""
+    categories = sorted({o.category or "-" for o in outcomes if o.keyword_pass is not None})
+    rows = {}
+    for category in categories:
+        mine = [o for o in outcomes if (o.category or "-") == category and o.keyword_pass is not None]
+        rows[category] = (_rate([o.keyword_pass for o in mine]), _rate([o.keywords_in_evidence for o in mine]), len(mine))
+    return rows
 
 
 def metric_counts(outcomes: Sequence[AnswerOutcome]) -> dict[str, int]:

@@ -167,3 +167,24 @@ def test_answers_can_be_asked_through_a_chosen_agent(answers_kb, tmp_path):
     assert code == 0, out
     assert report["config"]["chat"]["agent_type"] == "deep_research_agent"
     assert report["metrics"]["keyword_pass"] == pytest.approx(2 / 3, abs=1e-4)
+
+
+def test_rates_per_category_tell_reader_misses_apart():
+    from chat.pipeline import ChatResult
+    from evaluation.answers import AnswerCase, by_category, score_answer
+
+    result = ChatResult(trace_id="t", session_id="s", conversation_id=1, answer="It opens above 10%.", status="done")
+    cases = [
+        AnswerCase("a", "When does it open?", ("10%",), frozenset(), category="number"),
+        AnswerCase("b", "How long does it stay open?", ("5 minutes",), frozenset(), category="number"),
+        AnswerCase("c", "Which states are there?", ("half-open",), frozenset(), category="list"),
+        AnswerCase("d", "Who wrote it?", (), frozenset(), category="name"),  # no keyword: not counted
+    ]
+    evidence = {"b": "It stays open for 5 minutes."}
+    outcomes = [score_answer(case, result, 1.0, lambda chunk_id: "") for case in cases]
+    for outcome in outcomes:  # what retrieval had handed the reader
+        outcome.keywords_in_evidence = outcome.qid in evidence or outcome.keyword_pass
+
+    rows = by_category(outcomes)
+
+    assert rows == {"list": (0.0, 0.0, 1), "number": (0.5, 1.0, 2)}

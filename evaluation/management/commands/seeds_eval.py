@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agentic_rag.embeddings import EmbedderError, get_embedder
 from chat.cli import command_user
 from chat.workers import AGENT_TYPES
-from evaluation.answers import metric_counts
+from evaluation.answers import by_category, metric_counts
 from evaluation.datasets import DatasetError, import_dataset
 from evaluation.report import Table, answer_table, default_report_path, invoked_as, option_flags, write_report
 from evaluation.seeds import (
@@ -122,6 +122,10 @@ class Command(BaseCommand):
             figure = "-" if value is None else f"{value:.4f}"
             self.stdout.write(f"    {metric:22}{figure:>8}  (n={counts[metric]})")
         self.stdout.write(f"    {'p50 ms':22}{evaluation.latency_ms['p50']:8.1f}")
+        # Per category, which the report half may show too: rates, not questions to fix.
+        for category, (passed, in_evidence, n) in by_category(evaluation.outcomes).items():
+            figures = " / ".join("-" if rate is None else f"{rate:.2f}" for rate in (passed, in_evidence))
+            self.stdout.write(f"    {'  ' + category:22}{figures:>12}  (n={n}; keyword pass / in evidence)")
         if "report" in result.half:
             # The report half is only scored: its failures are not shown, so nothing is fixed against them.
             self.stdout.write(f"    {len(evaluation.failures())} questions failed (not listed: report half)")
