@@ -304,12 +304,17 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         asked_terms = frozenset(tokenize(_ASKING_WORDS.sub(" ", strip_numbering(passage.section))))
         section = asked_terms | frozenset(tokenize(_name_words(passage.document)))
         asks = asked_terms if _QUESTION_END.search(passage.section) else frozenset()
-        before: frozenset[str] = frozenset()
+        before = declared = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
             keyed = bool(unit.key) and names(unit.key)
-            located.append(_Located(passage, unit, terms, section, before, asks, keyed))
+            # A comment heading a group of fields ("# Agent 特有字段") is in the class declared
+            # above it, as much as the group before it is: both read with that line.
+            context = declared if declared and unit.is_lead_in and unit.text.startswith(("#", "//")) else before
+            located.append(_Located(passage, unit, terms, section, context, asks, keyed))
             before = terms
+            if _declares_name(unit.text):
+                declared = terms
     return located
 
 
@@ -496,20 +501,14 @@ def _compose(scored: Sequence[_Scored], asked: _Asked) -> list[Pick]:
     # elsewhere shares a word more: a row among the best three brings its whole table.
     row = next((s for s in ranked[:3] if s.unit.table >= 0 and s.score >= best * options.companion_ratio), None)
     table = _whole_table(row, scored) if row is not None and {"how", "list"} & types else []
-    if table and chosen[0].passage is not row.passage and _held(table, asked) < _held(chosen, asked):
-        # The best unit is in another passage, and the units chosen say more of what was asked
-        # ("how are the vector and BM25 scores weighted?": VectorWeight 0.7, BM25Weight 0.3)
-        # than the table of weights a row of which came third.
+    if table and row is not ranked[0] and chosen[0].passage is not row.passage:
+        # The best unit is in another passage than a row that came second or third: it answers,
+        # not that row's table ("how are the vector and BM25 scores weighted?": VectorWeight
+        # 0.7, BM25Weight 0.3, not the reranker's table of weights in another document).
         table = []
     chosen = table or _with_antecedents(_with_declaration(_with_follow_on(chosen, scored, types, wants_code), scored, asked), scored)
     chosen = _with_blocks(chosen, scored, options.max_chars, wants_all=bool({"how", "list"} & types))
     return [Pick(s.passage.doc_id, s.unit, s.score, s.coverage) for s in chosen]
-
-
-def _held(units: Sequence[_Scored], asked: _Asked) -> float:
-    """The share of the question's term weight that units hold between them."""
-    terms = frozenset().union(*(s.terms for s in units))
-    return max(_coverage(q, terms, frozenset(), asked.weights) for q in asked.variants)
 
 
 def _language_share(scored: _Scored, asked: _Asked) -> float:

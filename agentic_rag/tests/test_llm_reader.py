@@ -109,6 +109,22 @@ overlap | 5% | Jaccard overlap"""
     assert "35%" not in body  # a row of the reranker's table may join them, not the whole table
 
 
+def test_a_comment_heading_a_group_of_fields_reads_with_the_class_declared_above_it():
+    code = """class ReviewState(TypedDict):
+    # 继承现有字段
+    question: str
+    documents: list[Document]
+    # Review 特有字段
+    reviewer_notes: list[str]
+    approval_score: float"""
+
+    body = answer_of("ReviewState 在原来的 state 之外新增了哪些 Review 字段？", ("Decision 4: Review State 设计", code))
+
+    # The second group names the class no less than the first, which merely follows its line.
+    assert body.split("  \n", 1)[1].startswith("# Review 特有字段")
+    assert "reviewer_notes" in body and "approval_score" in body
+
+
 def test_it_skips_a_command_line_and_a_sentence_that_repeats_the_question():
     text = (
         "How do I ask a question from the shell?\n"
