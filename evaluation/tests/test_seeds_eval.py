@@ -25,6 +25,7 @@ from knowledge.models import Document, KnowledgeBase
 
 FIXTURES = Path(settings.BASE_DIR) / "evaluation" / "fixtures"
 HALVES = ("seeds-dev-tune", "seeds-dev-report")
+SECOND_TUNE = "seeds-dev-tune-2"  # written later, for kinds of question the first tune half lacks
 # The stems of the five seed documents the set is written about (the files are not read here).
 SEED_STEMS = {"000_b7072f0cb85062cc", "001_02ed504b2d4d2a6b", "002_a043e8a7a0c2f32e",
               "003_bafda717e700b0d7", "004_2f1a288a46289e98"}
@@ -71,8 +72,22 @@ def test_no_question_is_in_both_halves_and_each_stratum_is_split_evenly():
         assert abs(tune_strata[stratum] - report_strata[stratum]) <= 1, stratum
 
 
+def test_the_second_tuning_set_is_apart_from_both_halves_and_balanced_in_language():
+    second = _half(SECOND_TUNE)
+    data = json.loads((FIXTURES / f"{SECOND_TUNE}.json").read_text(encoding="utf-8"))
+    assert data["name"] == SECOND_TUNE and "TUNE set" in data["description"]
+    halves = _half(HALVES[0]) + _half(HALVES[1])
+    assert not {q["id"] for q in second} & {q["id"] for q in halves}
+    assert not {q["question"] for q in second} & {q["question"] for q in halves}
+    languages = Counter(q["lang"] for q in second)
+    assert languages["en"] == languages["zh"]
+    assert sum(q["category"] == "unanswerable" for q in second) >= 4
+    for q in second:
+        assert language_of(q["question"]) == q["lang"], q["id"]
+
+
 def test_relevant_documents_are_seed_stems_and_unanswerable_questions_name_none():
-    for q in _half(HALVES[0]) + _half(HALVES[1]):
+    for q in _half(HALVES[0]) + _half(HALVES[1]) + _half(SECOND_TUNE):
         assert set(q["relevant"]) <= SEED_STEMS, q["id"]
         if q["category"] == "unanswerable":
             assert q["relevant"] == {} and q["expected_keywords"] == [], q["id"]

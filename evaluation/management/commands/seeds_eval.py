@@ -1,4 +1,4 @@
-"""manage.py seeds_eval --seeds DIR [--as md|txt|both] [--half tune|report|both] [--set FILE ...]
+"""manage.py seeds_eval --seeds DIR [--as md|txt|both] [--half tune|tune-2|report|both|all] [--set FILE ...]
 [--embedder NAME] [--user NAME] [--agent TYPE] [--report [FILE]]
 | seeds_eval --cmrc FILE [--limit 300] [--report [FILE]]"""
 
@@ -17,6 +17,7 @@ from evaluation.datasets import DatasetError, import_dataset
 from evaluation.report import Table, answer_table, default_report_path, invoked_as, option_flags, write_report
 from evaluation.seeds import (
     FORMS,
+    HALF_GROUPS,
     HALVES,
     HalfResult,
     chat_evaluator,
@@ -44,7 +45,8 @@ class Command(BaseCommand):
         parser.add_argument("--seeds", type=Path, metavar="DIR", help="the folder of seed documents (.txt, .md)")
         parser.add_argument("--as", dest="form", choices=[*FORMS, "both"], default="both",
                             help="upload the seeds as .md, as .txt, or both (one KB each)")
-        parser.add_argument("--half", choices=[*HALVES, "both"], default="both")
+        parser.add_argument("--half", choices=[*HALVES, *HALF_GROUPS], default="both",
+                            help="which set: a half, tune-2, both halves (default) or all three")
         parser.add_argument("--set", dest="sets", type=Path, action="append", metavar="FILE",
                             help="score this golden file instead of the dev set's halves (repeatable)")
         parser.add_argument("--embedder", metavar="NAME",
@@ -70,7 +72,7 @@ class Command(BaseCommand):
             files = seed_files(options["seeds"])
         except DatasetError as exc:
             raise CommandError(str(exc)) from None
-        sets = options["sets"] or [HALVES[h] for h in (HALVES if options["half"] == "both" else [options["half"]])]
+        sets = options["sets"] or [HALVES[h] for h in HALF_GROUPS.get(options["half"], (options["half"],))]
         forms = FORMS if options["form"] == "both" else (options["form"],)
         embedder = self._embedder(options["embedder"])
         evaluate = chat_evaluator(user, agent_type=options["agent"])
