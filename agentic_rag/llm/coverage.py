@@ -15,7 +15,7 @@ answer the question when
 `unanswered` returns why they fall short ("" when they answer), in English, for the API and
 traces; the chat page shows its own translated words beside it. `lacks_fact` is the part of the
 kind-of-fact test certain enough for the offline reader to say "not found" instead of quoting:
-an amount, a version or a setting's name asked for and none in the quotes.
+an amount, a version, a setting's name or a person (a role, a team) asked for and none in the quotes.
 """
 
 from __future__ import annotations
@@ -98,6 +98,10 @@ _AMOUNT_IN_WORDS = re.compile(
     r"|\b(?:once|twice|double|half|unlimited|no limit)\b",
     re.IGNORECASE,
 )
+# Asks for a role or a team ("Who approved …?", "由哪个团队负责…？"): a design document names
+# one by its role ("作者: System Architect"). "谁" alone is left out: over prose it asks for a
+# person's name ("谁创立了…"), which no pattern tells from other words.
+_ASKS_ROLE = re.compile(r"哪个(?:团队|部门|小组)|哪位负责|(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b", re.I)
 MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
 
 
@@ -204,9 +208,17 @@ def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
         return "the question asks for a version and the quotes hold none"
     if _ASKS_AMOUNT.search(question) and not _holds_number(_NAMED_VERSION.sub(" ", new_text)):
         return "the question asks for a number and the quotes hold none"
-    if "identifier" in expected_answer_types(question) and not _FACT_PATTERNS["identifier"].search(new_text):
+    types = expected_answer_types(question)
+    if "identifier" in types and not _FACT_PATTERNS["identifier"].search(new_text):
         return "the question asks for a setting's name and the quotes hold none"
+    if _lacks_role(question, new_text):
+        return "the question asks who and the quotes name no one"
     return ""
+
+
+def _lacks_role(question: str, new_text: str) -> bool:
+    """Whether question asks for a role or a team (_ASKS_ROLE) and new_text names none."""
+    return bool(_ASKS_ROLE.search(question)) and not _FACT_PATTERNS["person"].search(new_text)
 
 
 def _holds_number(text: str) -> bool:
@@ -220,6 +232,8 @@ def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -
     new_text = " ".join(_new_text(q.text, question) for q in quotes)
     if _ASKS_VERSION.search(question) and not _HOLDS_VERSION.search(new_text):
         return "the question asks for a version and the quotes hold none"
+    if _lacks_role(question, new_text):
+        return "the question asks who and the quotes name no one"
     for kind, missing in (("number", "a number"), ("time", "a time"), ("identifier", "a setting's name")):
         # A time may be written without its unit ("timeout=30"), and "how long" may ask a length.
         accepted = (_FACT_PATTERNS[kind], _FACT_PATTERNS["number"]) if kind == "time" else (_FACT_PATTERNS[kind],)

@@ -51,6 +51,9 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),
     "version": re.compile(r"版本|\bversions?\b|\brelease\b", re.I),
     "port": re.compile(r"端口|\bports?\b", re.I),
+    # Asks for a person, a role or a team: "Who wrote …?", "由哪个团队负责…？"
+    # "who" as it opens a question or one of its parts; "a user who uploads" asks no person.
+    "person": re.compile(r"谁|哪位|哪个(?:人|团队|部门|小组|同事)|(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b", re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
@@ -84,6 +87,14 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
     # ":5050", "port 8000", "端口 6379"; not a time ("10:30") nor a path's digits
     "port": re.compile(r"(?<![\w.:/]):\d{2,5}(?!\d)|\bport\s*+[:=]?\s*+\d{2,5}(?!\d)|端口\s*+[:：]?\s*+\d{2,5}(?!\d)", re.I),
+    # Who someone is, in a design document: a role ("作者: System Architect"), an owner, a team,
+    # a handle. Personal names have no pattern to match, and a design document rarely has them
+    # outside such lines.
+    "person": re.compile(
+        r"作者|负责人|所有者|维护者|维护人|团队|小组|部门|架构师|工程师|开发者|审批人|评审人"
+        r"|\b(?:author|owner|maintainer|team|architect|engineer|developer|reviewer|approver)s?\b|(?<![\w.])@[A-Za-z]\w+",
+        re.I,
+    ),
 }
 # Kinds of fact so particular that holding one tells the answer from the units beside it, which
 # hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port.

@@ -178,6 +178,26 @@ def test_a_names_release_is_not_the_amount_a_question_asks_for():
     assert not lacks_fact("How long is the timeout?", [Quoted("The probe waits timeout 5.5s before giving up.")])
 
 
+def test_a_who_question_needs_a_person_role_or_team_in_the_quotes():
+    design = [Quoted("RouterGraph 输出 worker_name（三段）：{kb_prefix}:{agent_type}:{agent_mode}")]
+    assert lacks_fact("Router 到 Worker 的迁移出问题时由哪个团队负责回滚？", design)
+    assert lacks_fact("Who approved the router design?", design)
+    assert not lacks_fact("Who wrote the router design?", [Quoted("作者: System Architect")])
+    assert not lacks_fact("哪个团队维护 RouterGraph？", [Quoted("RouterGraph 由检索团队维护。")])
+    # Over prose, "谁" asks for a person's name, which no pattern tells from other words.
+    assert not lacks_fact("谁创立了这家公司？", [Quoted("张三在 1998 年创立了这家公司。")])
+    # "who" inside a clause asks no person.
+    assert not lacks_fact("What does a user who uploads a file see?", [Quoted("The upload row shows its progress.")])
+
+
+def test_a_who_question_with_no_one_named_in_its_passages_is_not_found():
+    documents = """<documents kb="Design docs">
+<document id="1" doc="router.md" section="Router">The router sends each question to a worker by kb_prefix.</document>
+</documents>"""
+    refused = ExtractiveProvider().complete(conversation(documents, "Who approved the router design?"), OPTIONS).text
+    assert "Not found" in refused and "[1]" not in refused
+
+
 def test_it_quotes_a_tool_result_whole_and_first_though_it_shares_no_word():
     documents = """<documents>
 <document id="1" doc="datetime" source="TOOL">Current time Asia/Tokyo: 2026-11-25 03:35:33 (Wednesday, UTC+0900)
