@@ -45,7 +45,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
         r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
         r"|温度|\btemperature\b"
         r"|\bconstant\b|\bweight(?:s|ed|ing)?\b|加权|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
-    "list": re.compile(r"哪些|哪几|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
+    "list": re.compile(r"哪些|哪几|哪[两二三四五六七八九十]|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
     "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),
@@ -449,8 +449,10 @@ def _fitness(asked: _Asked, item: _Located) -> float:
 
 def _section_share(question: set[str], item: _Located, asked: _Asked) -> float:
     """How much a question term counts when only the unit's section title holds it: all of it
-    under a heading that asks most of question, else half."""
-    asks_this = bool(item.asks) and _coverage(question, item.section, frozenset(), asked.weights) >= QUESTION_HEADING_COVERAGE
+    under a heading that asks most of question, or for an item of a list, asked for, under a
+    heading that names most of it ("实体消歧三阶段" for "实体消歧分为哪三个阶段？"); else half."""
+    heads_answer = bool(item.asks) or (item.unit.kind == "item" and "list" in asked.types)
+    asks_this = heads_answer and _coverage(question, item.section, frozenset(), asked.weights) >= QUESTION_HEADING_COVERAGE
     return 1.0 if asks_this else 0.5
 
 
@@ -577,8 +579,9 @@ def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: in
     and the processors), and each chosen item, row or code line with its lead-in before it.
 
     An item stays a precise answer ("rrf_k: 60"): only its lead-in joins it, unless the question
-    asks for a list or how something works (wants_all), which the whole block answers. Items
-    are taken in order while they fit in max_chars, so a long list is quoted from its start.
+    asks for a list or how something works (wants_all), which the whole block answers (a list
+    right under a heading, which has no lead-in, too). Items are taken in order while they fit
+    in max_chars, so a long list is quoted from its start.
     """
     blocks: dict[tuple[int, int], list[_Scored]] = {}
     for s in scored:
@@ -597,6 +600,17 @@ def _with_blocks(chosen: list[_Scored], scored: Sequence[_Scored], max_chars: in
     for s in chosen:
         block = blocks.get((id(s.passage), s.unit.block), [])
         lead = block[0] if block and block[0].unit.is_lead_in and len(block) > 1 else None
+        if lead is None and wants_all and len(block) > 1:
+            # The list right under a heading ("实体消歧三阶段": its three items) has no lead-in:
+            # asked for a list, its items answer together, in order.
+            for item in block[:MAX_BLOCK_ITEMS]:
+                if id(item) not in picked and id(item) not in taken:
+                    if used + len(item.unit.text) > max_chars:
+                        break
+                    used += len(item.unit.text)
+                take(item)
+            take(s)
+            continue
         if lead is None or id(lead) in taken:
             take(s)
             continue

@@ -117,11 +117,14 @@ def split_units(text: str) -> list[Unit]:
     units: list[Unit] = []
     tables, previous = -1, ""
     blocks = _Blocks()
+    blocks.open_under(None)  # a passage that opens with a list: its heading is the section's title
     for line in _readable_lines(text):
         if line.kind == "row" and previous != "row":
             tables += 1
         previous = line.kind
         block = blocks.enter(line)
+        if line.kind == "heading":
+            blocks.open_under(line)
         if line.kind in ("row", "heading", "drawing"):
             is_code = line.kind == "drawing" or is_code_like(line.text)
             table = tables if line.kind == "row" else -1
@@ -144,7 +147,8 @@ class _Blocks:
 
     A line ending in a colon opens a block; the lines after it join it, across one blank line
     right after the lead-in (a code block is its own paragraph), up to the next blank line or
-    heading.
+    heading. A heading opens a block for the list right under it ("### 实体消歧三阶段" and its
+    three items), which has no lead-in: the block holds the items only.
     """
 
     def __init__(self) -> None:
@@ -152,16 +156,27 @@ class _Blocks:
         self.current = -1
         self.taken = 0
         self.by_comment = False
+        self.by_heading = False
 
     def enter(self, line: _Line) -> int:
         """The block a line joins (-1: none). A comment in words ends the block the comment
-        before it opened: each heads the lines of code under it."""
+        before it opened: each heads the lines of code under it; anything but an item ends a
+        heading's list."""
         ends_comment_block = self.by_comment and line.is_comment
-        if self.current >= 0 and (line.kind == "heading" or (line.gap and self.taken) or ends_comment_block):
+        ends_heading_list = self.by_heading and line.kind != "item"
+        if self.current >= 0 and (
+            line.kind == "heading" or (line.gap and self.taken) or ends_comment_block or ends_heading_list
+        ):
             self.current = -1
         if self.current >= 0:
             self.taken += 1
         return self.current
+
+    def open_under(self, heading: _Line | None) -> None:
+        """Open the block of the list that may follow heading, or start the text (it ends at once
+        if none does)."""
+        self.current, self.taken, self.by_comment, self.by_heading = self.count, 0, False, True
+        self.count += 1
 
     def open_after(self, line: _Line, is_code: bool) -> int:
         """The block a lead-in line opens (-1 if it is not one). Blocks do not nest: a line ending
@@ -170,14 +185,14 @@ class _Blocks:
         if self.current >= 0 and self.taken:
             return -1
         if line.is_comment and not is_code:
-            self.current, self.taken, self.by_comment = self.count, 0, True
+            self.current, self.taken, self.by_comment, self.by_heading = self.count, 0, True, False
             self.count += 1
             return self.current
         if is_code or line.kind not in ("line", "item") or not line.text.endswith(LEAD_IN_ENDS):
             return -1
         if _CODE_OPENING.match(line.text):
             return -1
-        self.current, self.taken, self.by_comment = self.count, 0, False
+        self.current, self.taken, self.by_comment, self.by_heading = self.count, 0, False, False
         self.count += 1
         return self.current
 

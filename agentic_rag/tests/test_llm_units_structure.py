@@ -305,3 +305,33 @@ def test_a_word_the_tokenizer_splits_into_characters_names_the_subject():
 
     assert speaks_of("子块大概多大？", Quoted("中文约 200–400 个汉字", "子块"), analyze)
     assert not speaks_of("子块大概多大？", Quoted("全局 QPS: 1000", "限流"), analyze)
+
+
+STAGES = """1. **String Recall**: 精确/包含/Jaccard/编辑距离/缩写 (阈值 0.3)
+2. **Vector Rerank**: embedding cosine 重排 (阈值 0.75)
+3. **NIL Detection**: 低于 0.5 → 新实体"""
+
+
+def test_a_list_under_a_heading_or_opening_a_passage_is_one_block_without_a_lead_in():
+    under = split_units(f"### 3.1 实体消歧三阶段\n{STAGES}\n后面的说明。")
+    items = [u for u in under if u.kind == "item"]
+    assert len({u.block for u in items}) == 1 and items[0].block >= 0
+    assert not any(u.is_lead_in for u in under)
+    assert under[-1].block == -1  # prose after the list is not part of it
+    opening = split_units(STAGES)  # a chunk of the list alone: its heading is the section's title
+    assert len({u.block for u in opening}) == 1 and opening[0].block >= 0
+    # Prose right under a heading opens no block.
+    assert [u.block for u in split_units("## 概述\n第一句。\n第二句。")[1:]] == [-1, -1]
+
+
+def test_a_list_question_is_answered_by_the_whole_list_under_the_heading_that_names_it():
+    from knowledge.analysis import analyze
+
+    other = "特性：实体消歧 (3 阶段)，参考项目：graph-rag-agent，实现文件：entity_disambiguation.py"
+    reading = read(
+        "实体消歧分为哪三个阶段？",
+        [Passage("1", STAGES, 0, "3.1 实体消歧三阶段"), Passage("2", other, 1, "参考项目")],
+        tokenize=analyze,
+    )
+    texts = [p.unit.text for p in reading.picks]
+    assert [t.split(":")[0] for t in texts[:3]] == ["String Recall", "Vector Rerank", "NIL Detection"]
