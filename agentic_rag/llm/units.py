@@ -181,8 +181,9 @@ class _Blocks:
     def open_after(self, line: _Line, is_code: bool) -> int:
         """The block a lead-in line opens (-1 if it is not one). Blocks do not nest: a line ending
         in a colon inside a block ("for attempt in range(3):" in the code a lead-in introduces)
-        is one of its lines."""
-        if self.current >= 0 and self.taken:
+        is one of its lines. An item of a heading's list that ends in a colon opens its own block:
+        it introduces the items under it, not the list it is one of."""
+        if self.current >= 0 and self.taken and not self.by_heading:
             return -1
         if line.is_comment and not is_code:
             self.current, self.taken, self.by_comment, self.by_heading = self.count, 0, True, False

@@ -335,3 +335,12 @@ def test_a_list_question_is_answered_by_the_whole_list_under_the_heading_that_na
     )
     texts = [p.unit.text for p in reading.picks]
     assert [t.split(":")[0] for t in texts[:3]] == ["String Recall", "Vector Rerank", "NIL Detection"]
+
+
+def test_an_item_of_a_headings_list_that_ends_in_a_colon_introduces_the_items_under_it():
+    text = "### 6.6 Agent 合同\n- 目录：agents/\n- 返回结构：\n  - context: str\n  - reference: dict"
+    units = {u.text: u for u in split_units(text)}
+    lead = units["返回结构："]
+    assert lead.is_lead_in
+    assert units["context: str"].block == units["reference: dict"].block == lead.block
+    assert units["目录：agents/"].block not in (-1, lead.block)
