@@ -244,6 +244,9 @@ SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("error rate", "failure rate"), ("latency", "delay"), ("threshold", "cutoff"),
     ("remove", "delete"), ("enable", "turn on"), ("disable", "turn off"), ("maximum", "upper limit"),
     ("minimum", "lower limit"), ("retry", "try again"),
+    ("崩溃", "挂掉", "宕机"), ("重启", "重新启动", "拉起"),
+    ("QPS", "requests per second", "queries per second"), ("characters", "chars"),
+    ("crash", "go down"), ("restart", "bring back up"),
 )
 MAX_SYNONYM_VARIANTS = 4  # a question rarely uses more words of the lists; each costs a search
 

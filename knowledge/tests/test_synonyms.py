@@ -56,3 +56,22 @@ def test_a_search_worded_with_a_synonym_finds_the_passage(kb):
 
     assert result.candidates[0].doc_name == "breaker.md"
     assert synonym.candidates[0].doc_name == "breaker.md"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("question", "answer_doc"),
+    [
+        ("后端进程挂掉以后靠什么脚本拉起来？", "restart.md"),
+        ("How many requests per second may one user send?", "limits.md"),
+    ],
+)
+def test_everyday_wording_of_a_crash_or_a_rate_finds_the_documents_term(kb, question, answer_doc):
+    _ingest(kb, "restart.md", "# 自动重启\n\n后端进程崩溃后由 run_with_restart.sh 重启。")
+    _ingest(kb, "limits.md", "# 限流\n\n三级限流: 全局 1000 QPS / 用户 10 QPS / 会话 5 QPS")
+    _ingest(kb, "other.md", "# 进程\n\n后端进程以后由 start.sh 脚本读取配置，每个用户的会话单独保存，请求写入日志。")
+    kb.refresh_from_db()
+
+    found = retrieve(question, kb, RetrievalParams(mode="bm25", max_expansions=8))
+
+    assert found.candidates[0].doc_name == answer_doc
