@@ -17,10 +17,10 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 from django.db import connection
-from django.db.models import F, QuerySet, Subquery
+from django.db.models import F, Q, QuerySet, Subquery
 
 from .candidates import Candidate
-from .models import KnowledgeBase, SearchEntry
+from .models import Chunk, KnowledgeBase, SearchEntry
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,15 @@ def live_entries(kb: KnowledgeBase) -> QuerySet:
     return SearchEntry.objects.filter(kb=kb, embedder=Subquery(current_embedder)).filter(
         chunk__version=F("chunk__document__live_version")
     )
+
+
+def kb_mentions(kb: KnowledgeBase, name: str) -> bool:
+    """Whether a live chunk of the KB, its section title or its document's name holds name (case
+    aside): one indexed scan of the KB's chunks, stopped at the first that does."""
+    live = Chunk.objects.filter(kb=kb, version=F("document__live_version"))
+    return live.filter(
+        Q(text__icontains=name) | Q(section_title__icontains=name) | Q(document__name__icontains=name)
+    ).exists()
 
 
 def live_entries_of(kb: KnowledgeBase, documents: Collection[int]) -> QuerySet:

@@ -102,6 +102,18 @@ _AMOUNT_IN_WORDS = re.compile(
 # one by its role ("作者: System Architect"). "谁" alone is left out: over prose it asks for a
 # person's name ("谁创立了…"), which no pattern tells from other words.
 _ASKS_ROLE = re.compile(r"哪个(?:团队|部门|小组)|哪位负责|(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b", re.I)
+# A name of letters then digits: a metric ("p99"), a model or part ("H100", "GPT4"), a standard
+# ("GB50204"). Each is read whole, from its first letter only.
+LETTERS_DIGITS_NAME = re.compile(r"(?<![\w.-])[A-Za-z]{1,6}+\d{2,}+[A-Za-z]?(?![\w.-])")
+# Names an English question writes as names: an acronym ("PDF", "GPU"; a plural's "s" left
+# out) or a word with a capital inside ("RabbitMQ", "LangGraph"). A capitalised word alone
+# ("Title") may be the asker's emphasis, and a Chinese text would not hold it.
+_ACRONYM = re.compile(r"(?<![\w.-])([A-Z]{2,6}+)s?(?![\w.-])")
+_INNER_CAPITAL = re.compile(r"(?<![\w.-])[A-Za-z][a-z0-9]++[A-Z][A-Za-z0-9]*+(?![\w.-])")
+# Inside a Chinese question, a word in Latin letters between Chinese words names something
+# ("选择 Kafka 作为", "next-show 的"); a run of several is English ("请问 How does it work?"),
+# whose names are read as an English question's.
+_LATIN_RUN = re.compile(r"(?<![\w.-])[A-Za-z][\w.-]*+(?:[ \t]++[A-Za-z][\w.-]*+)*+")
 MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
 
 
@@ -188,6 +200,16 @@ def _content_terms(question: str, tokenize: Tokenize) -> set[str]:
 def _holds_subject(terms: set[str], said: set[str]) -> bool:
     needed = min(len(terms), max(MIN_SUBJECT_TERMS, math.ceil(MIN_SUBJECT_SHARE * len(terms))))
     return len(terms & said) >= needed
+
+
+def asked_names(question: str) -> list[str]:
+    """The names question asks about as written in Latin letters, each once: a source that holds
+    none of one of them is about something else ("为什么选择 Kafka 作为消息队列？" over a KB that
+    never mentions Kafka)."""
+    names = LETTERS_DIGITS_NAME.findall(question) + _ACRONYM.findall(question) + _INNER_CAPITAL.findall(question)
+    if has_cjk(question):
+        names += [run for run in _LATIN_RUN.findall(question) if " " not in run and "\t" not in run]
+    return list(dict.fromkeys(name.strip(".-") for name in names if len(name.strip(".-")) >= 2))
 
 
 def lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:

@@ -46,7 +46,7 @@ from agentic_rag.llm.base import (
     complete_json_with,
     json_messages,
 )
-from agentic_rag.llm.coverage import Quoted, is_fragment, lacks_fact, speaks_of
+from agentic_rag.llm.coverage import LETTERS_DIGITS_NAME, Quoted, is_fragment, lacks_fact, speaks_of
 from agentic_rag.llm.json_reply import parse_json_reply
 from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import (
@@ -254,16 +254,13 @@ class ExtractiveProvider:
         return complete_json_with(self, messages, options, schema_hint, field=field)
 
 
-# A name of letters then digits: a metric ("p99"), a model or part ("H100", "GPT4"), a standard
-# ("GB50204"). Each is read whole, from its first letter only.
-_LETTERS_DIGITS_NAME = re.compile(r"(?<![\w.-])[A-Za-z]{1,6}+\d{2,}+[A-Za-z]?(?![\w.-])")
 
 
 def _names_what_no_passage_holds(question: str, documents: Sequence[Evidence]) -> bool:
     """Whether the question names something like "p99" or "H100" that no passage mentions: the
     passages are then about something near it ("What p99 latency…" over a sentence about total
     latency), and their sentences would read as its answer."""
-    names = {name.lower() for name in _LETTERS_DIGITS_NAME.findall(question)}
+    names = {name.lower() for name in LETTERS_DIGITS_NAME.findall(question)}
     if not names:
         return False
     text = " ".join(f"{e.doc} {e.section} {e.text}" for e in documents).lower()

@@ -303,3 +303,12 @@ def test_a_quote_of_a_long_run_of_numerals_is_checked_for_the_fact_asked_quickly
     quote = coverage.Quoted(run * (DOCUMENT_CHARS // len(run)))
     _, seconds = cpu_seconds(lambda question: coverage.lacks_fact(question, [quote]), "需要多少个版本？How many p99?")
     assert seconds < 0.5
+
+
+@pytest.mark.parametrize("run", ["a", "a ", "A", "aB", "a-", "a_1 ", "中a", "p99"])
+def test_the_names_of_a_long_question_are_found_quickly(run):
+    question = "为什么" + run * (DOCUMENT_CHARS // len(run))
+    _, seconds = cpu_seconds(coverage.asked_names, question)
+    assert seconds < 0.5
+    _, seconds = cpu_seconds(coverage.asked_names, "Why " + run * (DOCUMENT_CHARS // len(run)))
+    assert seconds < 0.5

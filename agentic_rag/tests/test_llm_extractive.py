@@ -7,7 +7,7 @@ import re
 import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
-from agentic_rag.llm.coverage import Quoted, lacks_fact
+from agentic_rag.llm.coverage import Quoted, asked_names, lacks_fact
 from agentic_rag.llm.extractive import DISCLAIMER, NO_EVIDENCE, find_evidence, find_question, find_question_terms
 from agentic_rag.llm.units import split_sentences
 
@@ -327,3 +327,21 @@ def test_the_terms_are_read_from_the_question_element_and_not_taken_for_the_ques
     assert find_question(messages) == CODE_QUESTION
     assert find_question_terms(messages) == '代码生成 "温度"'
     assert find_question_terms(conversation(EN_DOCUMENTS, "When does the breaker open?")) == ""
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("文档对话系统为什么选择 Kafka 作为消息队列？", ["Kafka"]),
+        ("next-show 的 worker_name 是什么？", ["next-show", "worker_name"]),
+        ("How does document chat handle scanned PDFs?", ["PDF"]),
+        ("Which RabbitMQ queue does LangGraph use?", ["RabbitMQ", "LangGraph"]),
+        ("What p99 latency does the gate target?", ["p99"]),
+        # A capitalised word is not a name: the first word of a question, or the asker's emphasis.
+        ("Which Title weight does the Reranker use?", []),
+        # English inside a Chinese question is read as English: "rankings" names nothing.
+        ("请问 How does hybrid search fuse the rankings?", []),
+    ],
+)
+def test_the_names_a_question_asks_about_are_acronyms_inner_capitals_and_latin_words_in_chinese(question, names):
+    assert asked_names(question) == names

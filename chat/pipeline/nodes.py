@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from knowledge.fusion import expand_query
 from knowledge.gate import gate_trace
 from knowledge.lexicon import translate_question
 from knowledge.models import AnswerMode
+from knowledge.search import kb_mentions
 
 from . import stages
 from .compound import part_heading, part_not_found, split_question
@@ -206,6 +208,7 @@ def _gate_parts(run: ChatRun, search: stages.KbSearch, limit: int) -> list[tuple
         references, reason = stages.gate_part(
             part.question, merged.references, minimum=run.options.min_evidence_coverage, limit=limit,
             tokenize=analyze, expand=expand_query, titles=stages.document_titles(merged.references[:limit]),
+            mentions=stages.mentioned(merged.references, partial(kb_mentions, run.kb)),
         )
         if not references:
             run.recorder.add("kb.part_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0,
@@ -226,8 +229,16 @@ def _numbered_parts(gated: list[tuple[Any, list, str]], evidence: tuple[Evidence
 
 
 def _gate_weak_evidence(run: ChatRun, search: stages.KbSearch) -> None:
-    """Drop the references when none holds enough of the question: "not found", not noise."""
+    """Drop the references when none holds enough of the question, or when it names what the KB
+    never mentions: "not found", not noise."""
     minimum = run.options.min_evidence_coverage
+    mentions = stages.mentioned(search.references, partial(kb_mentions, run.kb))
+    never = stages.unmentioned(run.message, mentions) if search.references else ""
+    if never:
+        run.recorder.add("kb.answer_gate", "retrieval", start_ms=run.recorder.elapsed_ms(), ms=0.0, output=never, status="ok")
+        search.references.clear()
+        search.reason = never
+        return
     if not (search.references and minimum > 0) or stages.held_across_languages(run.message, search.references):
         return
     # The user's words or their rewrite ("它的阈值呢？" needs the rewrite), whichever is held better.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .intent import Intent, IntentResult
+from .stages import NEVER_MENTIONED
 from .state import language_of
 
 SYSTEM_REPLIES = {
@@ -84,6 +85,8 @@ _REASONS_ZH = {
 
 
 def _reason_zh(reason: str) -> str:
+    if reason.startswith(NEVER_MENTIONED):
+        return f"知识库里没有提到 {reason.removeprefix(NEVER_MENTIONED).strip()}"
     return _REASONS_ZH.get(reason, reason or "没有匹配的内容")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from django.urls import reverse
 
 from agentic_rag.llm import CompletionOptions, ModelRouter
+from agentic_rag.llm.coverage import asked_names
 from agentic_rag.llm.reader import UNTRANSLATED_SHARE
 from agentic_rag.llm.units import has_cjk, text_language
 from knowledge.candidates import Candidate
@@ -31,6 +32,7 @@ Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
 NO_REFERENCE = "no passage passed the quality gate"
 NO_MATCH = "nothing in the knowledge base matches the query"
 WEAK_EVIDENCE = "no passage holds enough of the question's words"
+NEVER_MENTIONED = "the knowledge base never mentions"  # followed by the names
 RERANK_WARNING = "rerank skipped"
 
 
@@ -195,11 +197,30 @@ class PartEvidence:
                 "docs": docs, "found": bool(self.numbers), "reason": self.reason}
 
 
+def unmentioned(question: str, mentions: Callable[[str], bool]) -> str:
+    """Why no passage can answer question when it names, in Latin letters, something the KB
+    never mentions ("Kafka", "PDF", "p99"): the passages found are about something near it, and
+    would read as its answer. "" when the KB mentions every name it asks about."""
+    missing = [name for name in asked_names(question) if not mentions(name)]
+    return f"{NEVER_MENTIONED} {', '.join(missing)}" if missing else ""
+
+
+def mentioned(references: Sequence[Candidate], in_kb: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether a name is mentioned: in the references found (read first: no query), else in_kb."""
+    found = " ".join(f"{c.doc_name} {c.section_title} {c.text}" for c in references).lower()
+    return lambda name: name.lower() in found or in_kb(name)
+
+
 def gate_part(
     question: str, references: Sequence[Candidate], *, minimum: float, limit: int,
     tokenize: Callable[[str], list[str]], expand: Callable[[str], list[str]], titles: Mapping[int, str] | None = None,
+    mentions: Callable[[str], bool] | None = None,
 ) -> tuple[list[Candidate], str]:
-    """A part's references through the evidence gate on its own: none when none holds enough of it."""
+    """A part's references through the evidence gate on its own: none when none holds enough of
+    it, or when it names what the KB never mentions (see unmentioned)."""
+    never = unmentioned(question, mentions) if mentions is not None and references else ""
+    if never:
+        return [], never
     kept = list(references[:limit])
     if (kept and minimum > 0 and not held_across_languages(question, kept)
             and evidence_coverage(question, kept, tokenize=tokenize, expand=expand, titles=titles) < minimum):

@@ -111,6 +111,9 @@ def test_each_agent_shows_its_own_work_on_a_compound_question(alice, kb, extract
          "量子账本存在哪个数据库里？", "知识库中没有找到这一部分的答案"),
         ("plan_execute_agent", "When does the circuit breaker open, and which database stores the quantum ledger?",
          "which database stores the quantum ledger?", "Nothing in the knowledge base answers this part"),
+        # A part naming what the KB never mentions, though its other words are the KB's.
+        ("hybrid_agent", "When does the circuit breaker open, and does hybrid search run on OpenSearch?",
+         "does hybrid search run on OpenSearch?", "Nothing in the knowledge base answers this part"),
     ],
 )
 def test_a_part_nothing_answers_is_named_as_not_found(alice, kb, extractive, agent, question, missing, said):

@@ -367,6 +367,18 @@ def test_it_says_not_found_instead_of_answering_from_weak_evidence(docs_kb, alic
     assert not result.citations and not result.evidence
 
 
+def test_a_question_naming_what_the_kb_never_mentions_is_not_found(docs_kb, alice, extractive, events):
+    # Both share "hybrid search" and "BM25" with hybrid.md; only one names what the KB holds.
+    named = ask(alice, "Does hybrid search run BM25 on OpenSearch?", emit=events, llm=extractive)
+    held = ask(alice, "Does hybrid search fuse the BM25 ranking?", emit=events, llm=extractive)
+    chinese = ask(alice, "混凝土结构验收为什么要用 Kafka？", emit=events, llm=extractive)
+
+    assert named.shortcut == "C" and "never mentions OpenSearch" in named.answer
+    assert not named.citations and not named.evidence
+    assert held.shortcut is None and held.citations
+    assert chinese.shortcut == "C" and "知识库里没有提到 Kafka" in chinese.answer
+
+
 def test_the_answer_gate_can_be_switched_off(docs_kb, alice, extractive, events):
     # One word in common ("fused"): found, but far too little of the question to answer it.
     question = "What is the boiling point of fused ethanol?"

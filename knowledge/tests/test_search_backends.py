@@ -879,3 +879,16 @@ def test_the_database_keeps_each_levels_entry_and_token_counts(kb, docs, backend
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM knowledge_searchstats WHERE kb_id = %s", [kb.pk])
         assert cursor.fetchone()[0] == 0
+
+
+def test_a_kb_mentions_a_name_its_live_chunks_or_document_names_hold(kb, docs):
+    other = KnowledgeBase.objects.create(slug="other-kb", name="Other", owner=kb.owner)
+    ingest(other, "zeppelin.md", "# Airships\n\nThe Zeppelin fleet used hydrogen.")
+    weld = child_in_section(docs["welding"], "1.1")
+    Chunk.objects.create(kb=kb, document=docs["welding"], version=2, level=Chunk.CHILD, index=weld.index,
+                         text="a pending version names Bessemer", sha256="v2")
+
+    assert search.kb_mentions(kb, "portland") and search.kb_mentions(kb, "GB 50204")
+    assert search.kb_mentions(kb, "welding.md")  # the document's name
+    assert not search.kb_mentions(kb, "Zeppelin")  # another KB's
+    assert not search.kb_mentions(kb, "Bessemer")  # a version not yet live
