@@ -108,12 +108,13 @@ LETTERS_DIGITS_NAME = re.compile(r"(?<![\w.-])[A-Za-z]{1,6}+\d{2,}+[A-Za-z]?(?![
 # Names an English question writes as names: an acronym ("PDF", "GPU"; a plural's "s" left
 # out) or a word with a capital inside ("RabbitMQ", "LangGraph"). A capitalised word alone
 # ("Title") may be the asker's emphasis, and a Chinese text would not hold it.
-_ACRONYM = re.compile(r"(?<![\w.-])([A-Z]{2,6}+)s?(?![\w.-])")
-_INNER_CAPITAL = re.compile(r"(?<![\w.-])[A-Za-z][a-z0-9]++[A-Z][A-Za-z0-9]*+(?![\w.-])")
+# In ASCII only: "\w" would take the Chinese words around a name ("Heuco在西班牙语中").
+_ACRONYM = re.compile(r"(?<![A-Za-z0-9_.-])([A-Z]{2,6}+)s?(?![A-Za-z0-9_.-])")
+_INNER_CAPITAL = re.compile(r"(?<![A-Za-z0-9_.-])[A-Za-z][a-z0-9]++[A-Z][A-Za-z0-9]*+(?![A-Za-z0-9_.-])")
 # Inside a Chinese question, a word in Latin letters between Chinese words names something
 # ("选择 Kafka 作为", "next-show 的"); a run of several is English ("请问 How does it work?"),
 # whose names are read as an English question's.
-_LATIN_RUN = re.compile(r"(?<![\w.-])[A-Za-z][\w.-]*+(?:[ \t]++[A-Za-z][\w.-]*+)*+")
+_LATIN_RUN = re.compile(r"(?<![A-Za-z0-9_.-])[A-Za-z][A-Za-z0-9_.-]*+(?:[ \t]++[A-Za-z][A-Za-z0-9_.-]*+)*+")
 MIN_NEW_TERMS = 3  # a sentence that says something adds this many terms to the question's
 
 

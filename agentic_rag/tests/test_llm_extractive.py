@@ -334,6 +334,7 @@ def test_the_terms_are_read_from_the_question_element_and_not_taken_for_the_ques
     [
         ("文档对话系统为什么选择 Kafka 作为消息队列？", ["Kafka"]),
         ("next-show 的 worker_name 是什么？", ["next-show", "worker_name"]),
+        ("Heuco在西班牙语中是什么意思？", ["Heuco"]),  # written against the Chinese words
         ("How does document chat handle scanned PDFs?", ["PDF"]),
         ("Which RabbitMQ queue does LangGraph use?", ["RabbitMQ", "LangGraph"]),
         ("What p99 latency does the gate target?", ["p99"]),
