@@ -109,6 +109,7 @@ _SETS_VALUE = re.compile(
     r"""\s*+,?+\s*+(?:(?://|#).*)?$"""
 )
 _VALUE_FACTS = frozenset({"number", "time", "threshold", "version"})
+_LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_.-]{2,60}+")
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
@@ -226,6 +227,8 @@ class _Asked:
     language: str = "en"
     encoder: Similarity | None = None
     asks_code_name: bool = False  # for a class's or function's name (_ASKS_CODE_NAME)
+    words: frozenset[str] = frozenset()  # its words in Latin letters, casefolded
+
 
     def declared(self, unit: Unit) -> bool:
         """Whether unit is the line of code that declares the name asked for."""
@@ -355,7 +358,7 @@ def _ask(
     wants_code = _ASKS_FOR_CODE.search(question) is not None
     return _Asked(
         question, tuple(variants), weights, types, wants_code, similarity, options, text_language(question), encoder,
-        _ASKS_CODE_NAME.search(question) is not None,
+        _ASKS_CODE_NAME.search(question) is not None, frozenset(w.casefold() for w in _LATIN_WORD.findall(question)),
     )
 
 
@@ -419,7 +422,7 @@ def _fitness(asked: _Asked, item: _Located) -> float:
     factor = 1.0
     if max(_coverage(q, frozenset(), item.section, asked.weights) for q in asked.variants) >= 0.15:
         factor *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"
-    if facts and any(_FACT_PATTERNS[kind].search(_new_text(unit.text, asked.text)) for kind in facts):
+    if facts and any(_holds_fact(kind, unit.text, asked) for kind in facts):
         factor *= 1.35
     elif "number" in facts or "time" in facts:
         factor *= MISSING_FACT
@@ -445,6 +448,15 @@ def _fitness(asked: _Asked, item: _Located) -> float:
     if len(item.terms) > 30:
         factor *= math.sqrt(30 / len(item.terms))  # a long list of topics covers words, not the question
     return factor
+
+
+def _holds_fact(kind: str, text: str, asked: _Asked) -> bool:
+    """Whether text holds a fact of the kind asked. A name asked in English is one in Latin
+    letters that the question does not hold: over Chinese text, "networkx" answers "which graph
+    library…", a Chinese phrase about the backend does not."""
+    if kind == "name" and asked.language == "en":
+        return any(word.casefold() not in asked.words for word in _LATIN_WORD.findall(text))
+    return bool(_FACT_PATTERNS[kind].search(_new_text(text, asked.text)))
 
 
 def _section_share(question: set[str], item: _Located, asked: _Asked) -> float:

@@ -542,3 +542,15 @@ def test_a_question_asking_a_port_quotes_the_line_that_holds_one_over_other_numb
     reading = read("FastAPI 监听哪个端口？", passages, tokenize=analyze)
     assert "(:5050)" in reading.picks[0].unit.text
     assert "port" in expected_answer_types("Which port does the backend listen on?")
+
+
+def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_latin_letters():
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    passages = [
+        Passage("1", "后端进程崩溃后无人重启。", 0, "后端"),
+        Passage("2", "组件：图谱，选型：networkx 3.6，理由：内存图操作", 0, "后端"),
+    ]
+    reading = read("Which graph library does the backend use?", passages, tokenize=analyze, expand=expand_query)
+    assert reading.picks[0].unit.text.startswith("组件：图谱，选型：networkx")
