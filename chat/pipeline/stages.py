@@ -32,7 +32,8 @@ Retriever = Callable[..., RetrievalResult]  # retrieve(query, kb, params)
 NO_REFERENCE = "no passage passed the quality gate"
 NO_MATCH = "nothing in the knowledge base matches the query"
 WEAK_EVIDENCE = "no passage holds enough of the question's words"
-NEVER_MENTIONED = "the knowledge base never mentions"  # followed by the names
+NEVER_MENTIONED = "the knowledge base never mentions"  # followed by the name
+MAX_NAMES_CHECKED = 8
 RERANK_WARNING = "rerank skipped"
 
 
@@ -200,9 +201,15 @@ class PartEvidence:
 def unmentioned(question: str, mentions: Callable[[str], bool]) -> str:
     """Why no passage can answer question when it names, in Latin letters, something the KB
     never mentions ("Kafka", "PDF", "p99"): the passages found are about something near it, and
-    would read as its answer. "" when the KB mentions every name it asks about."""
-    missing = [name for name in asked_names(question) if not mentions(name)]
-    return f"{NEVER_MENTIONED} {', '.join(missing)}" if missing else ""
+    would read as its answer. "" when the KB mentions every name it asks about.
+
+    Only its first MAX_NAMES_CHECKED names are looked up, and the lookups stop at the first
+    missing one: a question of pasted code names hundreds, each a query when the passages
+    found do not hold it."""
+    for name in asked_names(question)[:MAX_NAMES_CHECKED]:
+        if not mentions(name):
+            return f"{NEVER_MENTIONED} {name}"
+    return ""
 
 
 def mentioned(references: Sequence[Candidate], in_kb: Callable[[str], bool]) -> Callable[[str], bool]:

@@ -6,6 +6,7 @@ from chat.pipeline.intent import Intent, IntentResult
 from chat.pipeline.options import ChatOptions
 from chat.pipeline.replies import clarifying_question, no_evidence_reply, system_reply
 from chat.pipeline.stages import (
+    MAX_NAMES_CHECKED,
     NO_MATCH,
     NO_REFERENCE,
     collect_search,
@@ -15,6 +16,7 @@ from chat.pipeline.stages import (
     recent_turns,
     retrieval_params,
     split_reply,
+    unmentioned,
 )
 from chat.pipeline.state import Turn
 from chat.pipeline.tools import Tool, ToolCall, ToolRegistry, ToolResult
@@ -311,3 +313,18 @@ def test_a_parts_evidence_comes_in_the_parts_order_with_tools_where_they_stood()
 
     # The reader weighs a passage by its place: the second part's best comes first.
     assert [item.n for item in part] == [4, 2, 1, 5]
+
+
+def test_names_a_question_asks_about_are_looked_up_a_bounded_number_of_times():
+    looked_up: list[str] = []
+
+    def in_kb(name: str) -> bool:
+        looked_up.append(name)
+        return name != "Kafka"
+
+    pasted = " ".join(f"getValue{n}()" for n in range(300))  # a question of pasted code
+    assert unmentioned(f"Why does {pasted} fail?", in_kb) == ""
+    assert len(looked_up) == MAX_NAMES_CHECKED
+    looked_up.clear()
+    assert unmentioned("为什么选择 Kafka 而不是 RabbitMQ？", in_kb) == "the knowledge base never mentions Kafka"
+    assert looked_up == ["RabbitMQ", "Kafka"]
