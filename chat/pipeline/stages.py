@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from django.urls import reverse
@@ -213,9 +214,14 @@ def unmentioned(question: str, mentions: Callable[[str], bool]) -> str:
 
 
 def mentioned(references: Sequence[Candidate], in_kb: Callable[[str], bool]) -> Callable[[str], bool]:
-    """Whether a name is mentioned: in the references found (read first: no query), else in_kb."""
-    found = " ".join(f"{c.doc_name} {c.section_title} {c.text}" for c in references).lower()
-    return lambda name: name.lower() in found or in_kb(name)
+    """Whether a name is mentioned: in the references found (read first: no query), else in_kb.
+    The references' text is joined on the first call only: most questions name nothing."""
+
+    @cache
+    def found() -> str:
+        return " ".join(f"{c.doc_name} {c.section_title} {c.text}" for c in references).lower()
+
+    return lambda name: name.lower() in found() or in_kb(name)
 
 
 def gate_part(
