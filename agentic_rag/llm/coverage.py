@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .reader import _FACT_PATTERNS, _new_text, _parts, declares_asked_name, expected_answer_types
+from .reader import _FACT_PATTERNS, ASKS_WHO, _new_text, _parts, declares_asked_name, expected_answer_types
 from .units import has_cjk, text_language
 
 Tokenize = Callable[[str], list[str]]
@@ -101,7 +101,7 @@ _AMOUNT_IN_WORDS = re.compile(
 # Asks for a role or a team ("Who approved …?", "由哪个团队负责…？"): a design document names
 # one by its role ("作者: System Architect"). "谁" alone is left out: over prose it asks for a
 # person's name ("谁创立了…"), which no pattern tells from other words.
-_ASKS_ROLE = re.compile(r"哪个(?:团队|部门|小组)|哪位负责|(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b", re.I)
+_ASKS_ROLE = re.compile(rf"哪个(?:团队|部门|小组)|哪位负责|{ASKS_WHO}", re.I)
 # A name of letters then digits: a metric ("p99"), a model or part ("H100", "GPT4"), a standard
 # ("GB50204"). Each is read whole, from its first letter only.
 LETTERS_DIGITS_NAME = re.compile(r"(?<![\w.-])[A-Za-z]{1,6}+\d{2,}+[A-Za-z]?(?![\w.-])")

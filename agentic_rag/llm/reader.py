@@ -37,6 +37,8 @@ Tokenize = Callable[[str], list[str]]
 Similarity = Callable[[str, str], float]
 Expand = Callable[[str], list[str]]
 
+# "who" as it opens a question or one of its parts; "a user who uploads" asks no person.
+ASKS_WHO = r"(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b"
 _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     # "when"/"什么时候" often asks for a condition ("when does the breaker open?"), not a time
     "time": re.compile(r"多久|多长时间|耗时|延迟|超时|\bhow long\b|\blatency\b|\btimeout\b|\bttl\b|\bp50\b|\bp95\b", re.I),
@@ -52,8 +54,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "version": re.compile(r"版本|\bversions?\b|\brelease\b", re.I),
     "port": re.compile(r"端口|\bports?\b", re.I),
     # Asks for a person, a role or a team: "Who wrote …?", "由哪个团队负责…？"
-    # "who" as it opens a question or one of its parts; "a user who uploads" asks no person.
-    "person": re.compile(r"谁|哪位|哪个(?:人|团队|部门|小组|同事)|(?:^|[,;:，；]\s*|\b(?:and|but)\s+)who(?:m|se)?\b", re.I),
+    "person": re.compile(rf"谁|哪位|哪个(?:人|团队|部门|小组|同事)|{ASKS_WHO}", re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
