@@ -90,8 +90,12 @@ def with_context_window(candidate: Candidate, max_chars: int = DEFAULT_MAX_CHARS
     addition = completion(following, cut, max_chars)
     if not addition:
         return candidate
-    separator = "\n" if cut in ("lead-in", "table") or candidate.text.endswith("\n") else " "
-    if _ends_cjk(candidate.text) and cut == "sentence":
+    separator = " "
+    if cut in ("lead-in", "table") or candidate.text.endswith("\n") or _opens_block(addition):
+        # A table's header, a list or a heading glued to the line before would no longer be
+        # read as one (its rows would lose their header).
+        separator = "\n"
+    elif _ends_cjk(candidate.text) and cut == "sentence":
         separator = ""
     joined = replace(
         candidate,
@@ -100,6 +104,11 @@ def with_context_window(candidate: Candidate, max_chars: int = DEFAULT_MAX_CHARS
         notes=[*candidate.notes, f"context window: {len(addition)} chars of the next chunk complete a cut {cut}"],
     )
     return joined
+
+
+def _opens_block(text: str) -> bool:
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    return is_table_row(first) or bool(_LIST_OR_HEADING.match(first)) or first.startswith("```")
 
 
 def _ends_cjk(text: str) -> bool:

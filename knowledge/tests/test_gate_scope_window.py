@@ -193,6 +193,14 @@ def test_a_lead_in_gets_the_lines_that_follow_it():
     assert with_context_window(lead).text == "文档的状态有以下几种：\n- 排队\n- 解析\n- 就绪"
 
 
+def test_a_table_that_completes_a_line_keeps_its_header_on_a_line_of_its_own():
+    diagram = candidate(1, text="Stage 7 (Prompt Assembly)\nStage 8 (Streaming Output) ── SSE", metadata={
+        "context_after": "阶段 | 名称 | 目标耗时\nS2 | Query Rewrite | <500ms",
+    })
+
+    assert with_context_window(diagram).text.endswith("── SSE\n阶段 | 名称 | 目标耗时\nS2 | Query Rewrite | <500ms")
+
+
 def test_the_context_window_can_be_turned_off_and_respects_the_budget():
     cut = candidate(1, text="a" * 1490 + " and", metadata={"context_after": "the rest of it. More."})
 
