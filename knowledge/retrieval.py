@@ -34,6 +34,7 @@ from .rerank import FiveFactorReranker, Reranker, rerank_safely, second_stage_re
 from .scope import Scope, chapter_chunk_ids, in_scope_first, scope_of_question
 from .search import Hit, SearchBackend, alongside, best_of, get_backend, pinned
 from .terms import kb_term_map
+from .unit_rank import best_units_first
 
 Mode = Literal["bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "multipath", "graph", "hybrid+graph")
@@ -253,9 +254,22 @@ def _search(query, kb, params, backend, embedder, result: RetrievalResult) -> No
             ranked = _expand_with_graph(ranked, result.legs.get("graph", []), params, linked)
     result.candidates = ranked
     if params.gate is not None:
-        result.gate = timer("gate", lambda: apply_quality_gate(ranked, params.gate, scope=result.scope or params.scope))
+        result.gate = timer("gate", lambda: apply_quality_gate(
+            _judged_first(context, ranked, params), params.gate, scope=result.scope or params.scope
+        ))
     if not ranked:
         result.reason = "nothing in the knowledge base matches the query"
+
+
+def _judged_first(context: SearchContext, ranked: list[Candidate], params: RetrievalParams) -> list[Candidate]:
+    """The ranking in the order the gate judges it: by best units when no reranker read the head.
+
+    The five-factor reranker already weighs the question's terms a chunk holds against a model's
+    cosine; a head it ordered is left as it is (knowledge.unit_rank).
+    """
+    if params.reranks or params.gate is None:
+        return ranked
+    return best_units_first(ranked, context.tokens, tokenize=analyze, head=params.top_k, keep=params.gate.submit_top_k)
 
 
 def _scope(query: str, kb: KnowledgeBase, params: RetrievalParams) -> Scope | None:
