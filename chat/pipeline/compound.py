@@ -44,7 +44,12 @@ _CLAUSE_CUT = re.compile(
     re.IGNORECASE,
 )
 # "请说明原因" asks, but of the clause before it: a Chinese request is no question of its own.
-_ASKS_ZH = re.compile(r"什么|多少|几[个种条次类项层步级秒分]?|哪|如何|怎么|怎样|为什么|为何|是否|吗|呢|谁|何时|何种|多久|多长|多大|多高|多快")
+# "开没开", "是不是", "有没有": a verb, 没/不, the verb again, asks yes or no.
+_ASKS_ZH = re.compile(r"什么|多少|几[个种条次类项层步级秒分]?|哪|如何|怎么|怎样|为什么|为何|是否|吗|呢|谁|何时|何种|多久|多长|多大|多高|多快"
+                      r"|([\u4e00-\u9fff])[没不]\1")
+# "文档对话用的是哪个大模型，开没开思考模式？": a Chinese comma also parts two questions, when
+# both halves ask on their own ("同一个问题问第二遍时，哪些步骤…" does not: its first half asks nothing).
+_COMMA_ZH = re.compile(r"\s*+，\s*+")
 _ASKS_EN = re.compile(
     r"\b(?:what|which|who|whom|whose|when|where|why|how)\b"
     r"|^(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|explain|describe|list|tell me)\b",
@@ -122,12 +127,20 @@ def split_question(text: str, tokenize: Tokenize) -> list[str]:
 
 def _clauses(text: str, tokenize: Tokenize) -> list[str]:
     pieces = [_clean(piece) for piece in _CLAUSE_CUT.split(text)]
-    pieces = [piece for piece in pieces if piece.strip(" ?？;；")]
+    pieces = [part for piece in pieces if piece.strip(" ?？;；") for part in _at_commas(piece, tokenize)]
     if len(pieces) < 2:
         return []
     if any(_refers_back(piece, tokenize) for piece in pieces[1:]) or _CONDITION.match(pieces[0]):
         return []
     return pieces if all(_stands_alone(piece, tokenize) for piece in pieces) else []
+
+
+def _at_commas(piece: str, tokenize: Tokenize) -> list[str]:
+    """piece cut at its Chinese commas when every half is a question of its own, else [piece]."""
+    halves = [_clean(half) for half in _COMMA_ZH.split(piece)]
+    if len(halves) < 2 or not all(halves) or any(_refers_back(half, tokenize) for half in halves[1:]):
+        return [piece]
+    return halves if all(_stands_alone(half, tokenize) for half in halves) else [piece]
 
 
 def _refers_back(piece: str, tokenize: Tokenize) -> bool:

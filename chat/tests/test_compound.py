@@ -19,6 +19,9 @@ from knowledge.analysis import analyze
         ("GraphRAG 依赖什么，以及 LightRAG 扩展了什么？", ["GraphRAG 依赖什么", "LightRAG 扩展了什么？"]),
         ("文档状态有哪些？多进程下进度怎么送到浏览器？", ["文档状态有哪些？", "多进程下进度怎么送到浏览器？"]),
         ("分块大小是多少；向量维度是多少？", ["分块大小是多少；", "向量维度是多少？"]),
+        # Two questions parted by a comma; "开没开" asks as 是否 would.
+        ("文档对话用的是哪个大模型，开没开思考模式？", ["文档对话用的是哪个大模型", "开没开思考模式？"]),
+        ("限流用什么算法，熔断器的失败率阈值是多少？", ["限流用什么算法", "熔断器的失败率阈值是多少？"]),
         ("哪些模块依赖 Redis，还有哪些模块依赖 PostgreSQL？", ["哪些模块依赖 Redis", "哪些模块依赖 PostgreSQL？"]),
         (
             "What is the failure threshold of the circuit breaker, and which algorithm does the rate limiter use?",
@@ -83,6 +86,8 @@ def test_a_compound_question_is_cut_into_questions_of_their_own(question, parts)
         # A second clause that needs the first: it points back, or says too little alone.
         "熔断器的阈值是多少？超时呢？",
         "熔断器的阈值是多少，它的超时是多少？",
+        "上传之后，文档的状态是什么？",
+        "熔断器打开以后，请求会不会被拒绝？",
         "What is the breaker's threshold, and is it configurable?",
         "熔断器在什么错误率下打开？请说明原因。",
         "How many chunks does the demo knowledge base hold, and how many of them have distinct text?",
