@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from agentic_rag.llm.units import ends_in_comment, is_code_like
+
 from .candidates import Candidate
 
 SENTENCE_ENDS = ".。!！?？…;；"
@@ -44,11 +46,16 @@ def cut_mid_thought(text: str, following: str) -> str:
     if is_table_row(last):
         next_line = following.strip().splitlines()[0]
         return "table" if is_table_row(next_line) else ""
-    if _is_title(lines) or _LIST_OR_HEADING.match(last) or last.startswith("```"):
+    if _is_title(lines) or _LIST_OR_HEADING.match(last) or last.startswith("```") or _is_code(last):
         return ""  # a heading, a list item or code: lines that end without punctuation when whole
     if last[-1] in SENTENCE_ENDS or last[-1] in CLOSERS:
         return ""
     return "sentence"
+
+
+def _is_code(line: str) -> bool:
+    """A line of code, "pipeline.add(Window(1)) # 相邻 chunk 扩展" among them: its comment ends it."""
+    return ends_in_comment(line) or is_code_like(line)
 
 
 def _is_title(lines: list[str]) -> bool:
@@ -83,7 +90,7 @@ def with_context_window(candidate: Candidate, max_chars: int = DEFAULT_MAX_CHARS
     The joined text is recorded in `metadata["context_window"]` and a note says why; an
     uncut candidate, or one whose neighbours were not looked up, comes back unchanged.
     """
-    following = str(candidate.metadata.get("context_after") or "")
+    following = _past_overlap(candidate.text, str(candidate.metadata.get("context_after") or ""))
     cut = cut_mid_thought(candidate.text, following)
     if not cut:
         return candidate
@@ -104,6 +111,17 @@ def with_context_window(candidate: Candidate, max_chars: int = DEFAULT_MAX_CHARS
         notes=[*candidate.notes, f"context window: {len(addition)} chars of the next chunk complete a cut {cut}"],
     )
     return joined
+
+
+def _past_overlap(text: str, following: str) -> str:
+    """following without the lines it repeats of text's end: chunks may overlap, and the lines
+    both hold would be read twice (and glued into a line neither holds)."""
+    ours = [line.strip() for line in text.strip().splitlines()]
+    theirs = following.strip().splitlines()
+    for size in range(min(len(ours), len(theirs)), 0, -1):
+        if [line.strip() for line in theirs[:size]] == ours[-size:]:
+            return "\n".join(theirs[size:])
+    return following
 
 
 def _opens_block(text: str) -> bool:

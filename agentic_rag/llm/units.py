@@ -400,7 +400,7 @@ def _readable_lines(text: str) -> Iterator[_Line]:
                 kind, is_code = "line", not _HAS_CJK.search(cleaned)
             key = key or (_key_of(cleaned) if kind in ("line", "item") else "")
             yield _Line(cleaned, kind, key, gap, is_code, is_comment)
-            after_code = is_code or kind == "line" and (_COMMENT_MARK.match(line) is not None or _ends_in_comment(line) or is_code_like(cleaned))
+            after_code = is_code or kind == "line" and (_COMMENT_MARK.match(line) is not None or ends_in_comment(line) or is_code_like(cleaned))
             gap = False
 
 
@@ -415,7 +415,7 @@ _COMMENT_MARK = re.compile(r"^\s*#\s")  # one "#": a heading of a section's firs
 _TRAILING_COMMENT = re.compile(r"[\w)\]}\"']\s+(?:#|//)\s")  # "SUMMARY_THRESHOLD = 20 # 轮"
 
 
-def _ends_in_comment(line: str) -> bool:
+def ends_in_comment(line: str) -> bool:
     """Whether a line of code ends in a comment: the lines after it may be comments too."""
     return _TRAILING_COMMENT.search(line) is not None and ("=" in line or "(" in line)
 

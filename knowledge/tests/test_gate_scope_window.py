@@ -165,6 +165,7 @@ def test_in_scope_candidates_go_first_in_their_order():
     ("6. Rerank", "The five-factor scorer", ""),  # a heading
     ("The scorer weights five factors (cosine, terms, title, score, Jaccard)", "Next.", ""),
     ("The gate rejects a candidate when its vector score is low and, as described in", "", ""),  # no next chunk
+    ("pipeline.add(Window(1)) # 相邻 chunk 扩展", "pipeline.add(Truncate(5)) # 截断", ""),  # code
 ])
 def test_it_finds_a_cut_mid_thought_and_nothing_else(text, following, cut):
     assert cut_mid_thought(text, following) == cut
@@ -199,6 +200,19 @@ def test_a_table_that_completes_a_line_keeps_its_header_on_a_line_of_its_own():
     })
 
     assert with_context_window(diagram).text.endswith("── SSE\n阶段 | 名称 | 目标耗时\nS2 | Query Rewrite | <500ms")
+
+
+def test_the_lines_an_overlapping_next_chunk_repeats_are_not_joined_again():
+    overlapping = candidate(1, text="后处理流水线:\npipeline.add(Dedup()) # 去重\npipeline.add(Window(1)) # 相邻 chunk 扩展", metadata={
+        "context_after": "pipeline.add(Window(1)) # 相邻 chunk 扩展\npipeline.add(Truncate(5)) # 截断",
+    })
+
+    overlapping_prose = candidate(2, text="第一句话。\n第二句话说到一半", metadata={
+        "context_after": "第二句话说到一半\n就断开了。后面还有。",
+    })
+
+    assert with_context_window(overlapping).text == overlapping.text  # a line of code ends whole
+    assert with_context_window(overlapping_prose).text == "第一句话。\n第二句话说到一半就断开了。"
 
 
 def test_the_context_window_can_be_turned_off_and_respects_the_budget():
