@@ -124,6 +124,7 @@ QUESTION_HEADING_COVERAGE = 0.5  # of the question's term weight, for a question
 UNTRANSLATED_SHARE = 0.5
 MEANING_COVERAGE = 0.5  # of the question's term weight, that a unit in the other language meaning all of it covers
 MEANING_SCORE = 0.2  # added to any unit's score for meaning all of the question (as the lexical similarity's)
+ENGLISH_PROSE_WORDS = 4  # fewer words make a label or a key ("event: intent"), not a sentence
 LANGUAGE_MISMATCH = 0.8  # the share of its score a unit keeps when not in the question's language
 _PART_BOUNDARY = re.compile(r"[?？;；。]|,\s*(?:and|or)\b|，|\band\b|和|以及|还有")
 _ASKS_FOR_CODE = re.compile(r"命令|代码|脚本|示例|例子|怎么运行|如何运行|\bcommand|\bcode\b|\bscript|\bexample|\bcurl\b|\bcli\b|\bsnippet|\bsyntax\b|\bhow do i run\b", re.I)
@@ -395,9 +396,16 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
 
 def _answered_in_own_language(scored: Sequence[_Scored], asked: _Asked) -> bool:
     """Whether a unit in the question's language covers enough of it to lead an answer."""
-    return any(
+    covered = any(
         s.coverage >= asked.options.min_coverage and _language_of(s.unit.text, asked) == asked.language for s in scored
     )
+    # Over Chinese evidence, an English question's words match code and keys ("event: intent"),
+    # which say nothing of the answer's language: there, only English prose counts.
+    return covered and (asked.language != "en" or any(_is_english_prose(s.unit) for s in scored))
+
+
+def _is_english_prose(unit: Unit) -> bool:
+    return not has_cjk(unit.text) and not unit.is_code and len(unit.text.split()) >= ENGLISH_PROSE_WORDS
 
 
 def _meaning(asked: _Asked, text: str) -> float:

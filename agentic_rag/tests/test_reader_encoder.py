@@ -45,6 +45,25 @@ def test_with_an_encoder_it_quotes_the_chinese_sentence_that_means_the_question(
     assert [pick.unit.text for pick in reading.picks][:1] == [ANSWER]
 
 
+def test_a_key_in_english_words_over_chinese_evidence_does_not_keep_the_encoder_away():
+    # "conversation: history" shares the question's words, but is a key, not an English answer.
+    keyed = f"{PASSAGE}\nconversation: history"
+
+    reading = read(QUESTION, [Passage("1", keyed, 0)], tokenize=analyze, encoder=EncoderSimilarity(FakeEncoder()))
+
+    assert [pick.unit.text for pick in reading.picks][:1] == [ANSWER]
+
+
+def test_english_prose_that_covers_the_question_is_read_for_its_words():
+    prose = "The conversation history injected into the prompt holds the last turns."
+    fake = FakeEncoder()
+
+    reading = read(QUESTION, [Passage("1", f"{PASSAGE}\n{prose}", 0)], tokenize=analyze, encoder=EncoderSimilarity(fake))
+
+    assert [pick.unit.text for pick in reading.picks][:1] == [prose]
+    assert fake.encoded == []  # its words answer: the encoder is not asked
+
+
 def test_the_units_are_encoded_once_in_one_batch_and_remembered():
     fake = FakeEncoder()
     encoder = EncoderSimilarity(fake)
