@@ -400,12 +400,17 @@ def _answered_in_own_language(scored: Sequence[_Scored], asked: _Asked) -> bool:
         s.coverage >= asked.options.min_coverage and _language_of(s.unit.text, asked) == asked.language for s in scored
     )
     # Over Chinese evidence, an English question's words match code and keys ("event: intent"),
-    # which say nothing of the answer's language: there, only English prose counts.
-    return covered and (asked.language != "en" or any(_is_english_prose(s.unit) for s in scored))
+    # which say nothing of the answer's language: there, only English prose counts, or a line
+    # that sets the value asked for ('"vector_threshold": 0.7,' for "what vector threshold").
+    return covered and (asked.language != "en" or any(_answers_in_english(s.unit, asked) for s in scored))
 
 
-def _is_english_prose(unit: Unit) -> bool:
-    return not has_cjk(unit.text) and not unit.is_code and len(unit.text.split()) >= ENGLISH_PROSE_WORDS
+def _answers_in_english(unit: Unit, asked: _Asked) -> bool:
+    if has_cjk(unit.text):
+        return False
+    if asked.types & _VALUE_FACTS and _SETS_VALUE.match(unit.text):
+        return True
+    return not unit.is_code and len(unit.text.split()) >= ENGLISH_PROSE_WORDS
 
 
 def _meaning(asked: _Asked, text: str) -> float:

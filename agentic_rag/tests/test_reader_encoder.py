@@ -54,6 +54,21 @@ def test_a_key_in_english_words_over_chinese_evidence_does_not_keep_the_encoder_
     assert [pick.unit.text for pick in reading.picks][:1] == [ANSWER]
 
 
+def test_a_line_setting_the_value_asked_for_answers_in_english():
+    question = "What vector threshold does the next-show RAG agent use?"
+    setting = '"vector_threshold": 0.7,'
+    topical = "在 next-show 的 RAG Agent 内部使用 Graph 编排实现 pipeline 功能。"
+
+    class Topical(FakeEncoder):
+        def embed_passages(self, texts):
+            self.encoded.extend(texts)
+            return np.array([[1.0, 0.0] if t in (question, topical) else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+    reading = read(question, [Passage("1", f"{topical}\n{setting}", 0)], tokenize=analyze, encoder=EncoderSimilarity(Topical()))
+
+    assert [pick.unit.text for pick in reading.picks][:1] == [setting]
+
+
 def test_english_prose_that_covers_the_question_is_read_for_its_words():
     prose = "The conversation history injected into the prompt holds the last turns."
     fake = FakeEncoder()
