@@ -14,8 +14,9 @@ since the reader trusts earlier passages more; the ranking itself is left as ret
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agentic_rag.llm.units import split_units
 
@@ -27,6 +28,7 @@ Tokenize = Callable[[str], list[str]]
 # the kept one it replaces. Chosen on the seeds dev set's two tuning halves (seeds_eval --half
 # tune, tune-2): lower promotes passages that share many common words, higher promotes none.
 PROMOTION_MARGIN = 0.15
+UNIT_CACHE_TEXTS = 4096
 SECTION_SHARE = 0.5  # a term only the candidate's section title holds counts half, as in the reader
 
 
@@ -42,8 +44,9 @@ def best_units_first(
     terms = [set(tokens) for tokens in queries if tokens]
     if len(top) <= keep or keep <= 0 or not terms:
         return list(ranked)
-    weights = _rarity(top, terms, tokenize)
-    shares = [best_unit_share(candidate, terms, weights, tokenize) for candidate in top]
+    units = [_unit_terms(candidate.text, tokenize) for candidate in top]
+    weights = _rarity([_text_terms(candidate.text, tokenize) for candidate in top], terms)
+    shares = [best_unit_share(held, terms, weights, set(tokenize(c.section_title))) for held, c in zip(units, top, strict=True)]
     kept = list(range(keep))
     for j in range(keep, len(top)):
         weakest = min(kept, key=lambda k: (shares[k], -k))  # the lowest, the later of equals
@@ -58,15 +61,13 @@ def best_units_first(
     return [top[i] for i in kept + rest] + list(ranked[head:])
 
 
-def best_unit_share(candidate: Candidate, queries: Sequence[set[str]], weights: Counter[str], tokenize: Tokenize) -> float:
-    """The largest share of a query's weighted terms that one unit of the candidate holds, its
-    section title's terms counting SECTION_SHARE."""
-    section = set(tokenize(candidate.section_title))
+def best_unit_share(
+    units: Sequence[frozenset[str]], queries: Sequence[set[str]], weights: Mapping[str, float], section: set[str]
+) -> float:
+    """The largest share of a query's weighted terms that one unit holds (`units`: each answer
+    unit's terms), the section title's terms counting SECTION_SHARE."""
     best = 0.0
-    for unit in split_units(candidate.text):
-        if not unit.is_answer:
-            continue
-        held = set(tokenize(unit.text))
+    for held in units:
         for query in queries:
             total = sum(weights[t] for t in query)
             share = sum(weights[t] for t in query & held) + SECTION_SHARE * sum(weights[t] for t in (query & section) - held)
@@ -74,9 +75,22 @@ def best_unit_share(candidate: Candidate, queries: Sequence[set[str]], weights: 
     return best
 
 
-def _rarity(candidates: Sequence[Candidate], queries: Sequence[set[str]], tokenize: Tokenize) -> Counter[str]:
-    """Each query term's inverse frequency among the candidates (a term none holds counts as one
-    that one holds: the question's words the passages lack weigh as much as its rarest)."""
-    held = Counter(term for candidate in candidates for term in set(tokenize(candidate.text)))
-    n = len(candidates)
+# The chunks a KB's questions reach recur (and a compound question's parts share some): a
+# chunk's text is split and analysed once per process, not once per search.
+@lru_cache(maxsize=UNIT_CACHE_TEXTS)
+def _unit_terms(text: str, tokenize: Tokenize) -> tuple[frozenset[str], ...]:
+    """The terms of each unit of text that may be quoted on its own."""
+    return tuple(frozenset(tokenize(unit.text)) for unit in split_units(text) if unit.is_answer)
+
+
+@lru_cache(maxsize=UNIT_CACHE_TEXTS)
+def _text_terms(text: str, tokenize: Tokenize) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+def _rarity(texts: Sequence[frozenset[str]], queries: Sequence[set[str]]) -> Counter[str]:
+    """Each query term's inverse frequency among the candidates' texts (a term none holds counts
+    as one that one holds: the question's words the passages lack weigh as much as its rarest)."""
+    held = Counter(term for terms in texts for term in terms)
+    n = len(texts)
     return Counter({term: math.log(1 + (n + 1) / max(held[term], 1)) for query in queries for term in query})

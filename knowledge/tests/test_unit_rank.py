@@ -58,13 +58,23 @@ def test_nothing_moves_without_candidates_past_the_cut_or_query_terms():
     assert best_units_first(ranked, [QUESTION], tokenize=analyze, head=3, keep=3) == ranked
 
 
-def test_a_units_share_counts_the_section_title_by_half_and_skips_headings():
-    weights = {term: 1.0 for term in analyze("title weight")}
-    titled = candidate(1, "It counts 20%.", section="Title weight")
-    heading_only = candidate(2, "# Title weight\n\nSomething else.")
+def test_a_units_share_counts_the_section_title_by_half():
+    query = set(analyze("title weight"))
+    weights = dict.fromkeys(query, 1.0)
+    units = [frozenset(analyze("It counts 20%.")), frozenset(analyze("The weight is set per KB."))]
 
-    assert best_unit_share(titled, [set(weights)], weights, analyze) == 0.5
-    assert best_unit_share(heading_only, [set(weights)], weights, analyze) == 0.0
+    assert best_unit_share(units, [query], weights, section=set(analyze("Title"))) == 0.75
+    assert best_unit_share(units, [query], weights, section=set()) == 0.5
+    assert best_unit_share(units[:1], [query], weights, section=set(analyze("Title weight"))) == 0.5
+
+
+def test_headings_and_drawings_are_not_units_to_measure():
+    heading_only = candidate(1, "# Title weight\n\nSomething else.")
+    ranked = [candidate(2, "Unrelated."), candidate(3, "Other words."), candidate(4, "More."), heading_only]
+
+    judged = best_units_first(ranked, [analyze("title weight")], tokenize=analyze, head=4, keep=3)
+
+    assert judged == ranked
 
 
 def test_the_gate_reads_units_only_where_no_reranker_ordered_the_head():
