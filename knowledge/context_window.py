@@ -22,6 +22,9 @@ SENTENCE_ENDS = ".。!！?？…;；"
 CLOSERS = ")）]】}」』\"”'’`>"
 LEAD_IN_ENDS = ":："
 DEFAULT_MAX_CHARS = 600
+# Chunks overlap by a sentence or a few lines; looking further would cost time on a chunk of
+# thousands of one-character lines, for no overlap the chunker makes.
+MAX_OVERLAP_LINES = 20
 _LIST_OR_HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d+(?:\.\d+)*[.)、]?\s)")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|[。！？；…]")
 
@@ -116,10 +119,11 @@ def with_context_window(candidate: Candidate, max_chars: int = DEFAULT_MAX_CHARS
 def _past_overlap(text: str, following: str) -> str:
     """following without the lines it repeats of text's end: chunks may overlap, and the lines
     both hold would be read twice (and glued into a line neither holds)."""
-    ours = [line.strip() for line in text.strip().splitlines()]
+    ours = [line.strip() for line in text.strip().splitlines()[-MAX_OVERLAP_LINES:]]
     theirs = following.strip().splitlines()
-    for size in range(min(len(ours), len(theirs)), 0, -1):
-        if [line.strip() for line in theirs[:size]] == ours[-size:]:
+    opening = [line.strip() for line in theirs[:MAX_OVERLAP_LINES]]
+    for size in range(min(len(ours), len(opening)), 0, -1):
+        if opening[:size] == ours[-size:]:
             return "\n".join(theirs[size:])
     return following
 

@@ -4,6 +4,9 @@ names, and ContextWindow(1) completing a reference cut off mid-thought."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+
+from agentic_rag.tests.linear_time_support import cpu_seconds, linear_time_settings, long_texts
 
 from knowledge.candidates import Candidate
 from knowledge.context_window import cut_mid_thought, with_context_window
@@ -221,3 +224,16 @@ def test_the_context_window_can_be_turned_off_and_respects_the_budget():
     assert apply_quality_gate([cut], GateParams(context_window=False)).references[0].text == cut.text
     # Joined, it would be cut by the 1500-char budget: the reference stays as it was.
     assert apply_quality_gate([cut], GateParams()).references[0].text == cut.text
+
+
+@linear_time_settings(max_examples=30)
+@given(text=long_texts(3000))
+def test_a_long_chunk_and_its_neighbour_are_joined_in_bounded_time(text):
+    lines = "\n".join("x" for _ in range(8000))
+    # Every opening of the next chunk matches all but the last line of this one's end.
+    chunk = candidate(1, text=f"{text}\n{lines}\ny", metadata={"context_after": f"{lines}\n{text}"})
+
+    joined, seconds = cpu_seconds(lambda _: with_context_window(chunk), "")
+
+    assert joined.text.startswith(chunk.text)
+    assert seconds < 0.25, seconds
