@@ -251,7 +251,9 @@ def _holds_number(text: str) -> bool:
 
 def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -> str:
     """Why the quotes lack the kind of fact question asks for; "" when they hold it."""
-    types = expected_answer_types(question)
+    # "哪几种策略" asks which ones, as 哪些 does; the reader reads its 几 as a count too, which
+    # only weighs units, but no number is missing from a list of them.
+    types = expected_answer_types(question.replace("哪几", "哪些"))
     new_text = " ".join(_new_text(q.text, question) for q in quotes)
     if _ASKS_VERSION.search(question) and not _HOLDS_VERSION.search(new_text):
         return "the question asks for a version and the quotes hold none"

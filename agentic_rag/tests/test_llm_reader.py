@@ -554,3 +554,14 @@ def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_la
     ]
     reading = read("Which graph library does the backend use?", passages, tokenize=analyze, expand=expand_query)
     assert reading.picks[0].unit.text.startswith("组件：图谱，选型：networkx")
+
+
+def test_a_list_of_the_kinds_asked_for_answers_which_kinds():
+    from agentic_rag.llm.coverage import Quoted, unanswered
+
+    quotes = [Quoted(text, "4.4 Rerank Node") for text in (
+        "重排序策略：", "基于 LLM：让 LLM 根据查询对结果排序", "基于 Reranker：使用专门的 Reranker 模型", "混合策略：结合向量分数和 LLM 评分",
+    )]
+
+    assert unanswered("重排序有哪几种策略？", quotes, simple_tokenize) == ""
+    assert "a number" in unanswered("重排序有几种策略？", quotes, simple_tokenize)  # how many: a count
