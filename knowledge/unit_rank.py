@@ -66,10 +66,10 @@ def best_unit_share(
 ) -> float:
     """The largest share of a query's weighted terms that one unit holds (`units`: each answer
     unit's terms), the section title's terms counting SECTION_SHARE."""
+    totals = [(query, sum(weights[t] for t in query)) for query in queries]
     best = 0.0
     for held in units:
-        for query in queries:
-            total = sum(weights[t] for t in query)
+        for query, total in totals:
             share = sum(weights[t] for t in query & held) + SECTION_SHARE * sum(weights[t] for t in (query & section) - held)
             best = max(best, share / total)
     return best
