@@ -238,7 +238,7 @@ ONE_WAY_TERMS: Mapping[str, str] = MappingProxyType({
 # elsewhere. Each group's words are interchangeable in technical prose; a word is in one group.
 SYNONYMS: tuple[tuple[str, ...], ...] = (
     ("错误率", "失败率", "出错率"), ("出错", "报错"), ("延迟", "时延", "延时"),
-    ("阈值", "门槛", "临界值"), ("上限", "最大值"), ("下限", "最小值"), ("删除", "移除"),
+    ("阈值", "门槛", "临界值"), ("上限", "最大值", "最多"), ("下限", "最小值", "最少"), ("删除", "移除"),
     ("启用", "开启"), ("停用", "禁用"), ("搜索", "查找"), ("默认", "缺省"), ("数量", "个数", "数目"),
     ("分数", "得分", "评分"), ("重试", "重新尝试"), ("耗时", "用时"),
     ("error rate", "failure rate"), ("latency", "delay"), ("threshold", "cutoff"),

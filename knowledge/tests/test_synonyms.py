@@ -20,6 +20,12 @@ def test_a_synonym_variant_follows_the_translations():
     assert variants.index("熔断器在什么失败率下打开？") > variants.index("circuit breaker器在什么错误率下打开？")
 
 
+def test_at_most_is_asked_for_the_documents_upper_limit():
+    # "单条引用最多允许多少字符" is answered by "单条引用上限: max_single_reference_chars = 1500".
+    assert "单条引用上限允许多少字符？" in expand_query("单条引用最多允许多少字符？", term_map={}, one_way={})
+    assert "每批最小值几条？" in expand_query("每批最少几条？", term_map={}, one_way={})
+
+
 def test_english_synonyms_are_whole_words_only():
     assert "How is the failure rate computed?" in expand_query("How is the error rate computed?")
     assert expand_query("Which errors rated highest?", synonyms=(("error rate", "failure rate"),), term_map={}, one_way={}) == [
