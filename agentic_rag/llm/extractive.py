@@ -52,6 +52,7 @@ from agentic_rag.llm.markup import find_elements, remove_elements
 from agentic_rag.llm.reader import (
     Expand,
     Passage,
+    Pick,
     ReaderOptions,
     Reading,
     Similarity,
@@ -108,6 +109,10 @@ NOT_ANSWERED_IN = {
 }
 CLOSEST = {"en": " The closest passages: {docs}.", "zh": "最接近的段落：{docs}。"}
 MAX_CLOSEST = 3
+# How much of the question a lead-in must cover for the amount it holds to count as the answer's
+# ("包含 28 个字段:" above the fields, for "how many fields…"); one that only opens a list
+# ("配置如下:") is a fragment.
+LEAD_IN_STATES = 0.5
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _DOCUMENT = re.compile(r"<document\b([^>]*)>(.*?)</document>", re.DOTALL)
@@ -213,10 +218,13 @@ class ExtractiveProvider:
             for pick in reading.picks
         ]
         substantive = [q for q in quotes if not is_fragment(q.text, question)]
-        if not substantive or lacks_fact(question, substantive):
+        # A lead-in quoted with the list or table it introduces states facts as much as its items
+        # ("DocumentChatState … 包含 28 个字段:" above the fields).
+        stating = [q for q, pick in zip(quotes, reading.picks, strict=True) if q in substantive or _leads_quoted_block(pick, reading.picks)]
+        if not substantive or lacks_fact(question, stating):
             return False
         # The amount asked for must be said where the question's subject is named.
-        if lacks_fact(question, [q for q in substantive if speaks_of(question, q, self._tokenize, expand)] or [Quoted("")]):
+        if lacks_fact(question, [q for q in stating if speaks_of(question, q, self._tokenize, expand)] or [Quoted("")]):
             return False
         if _names_what_no_passage_holds(question, documents):
             return False
@@ -254,6 +262,16 @@ class ExtractiveProvider:
         return complete_json_with(self, messages, options, schema_hint, field=field)
 
 
+
+
+def _leads_quoted_block(pick: Pick, picks: Sequence[Pick]) -> bool:
+    """Whether pick is a lead-in that holds most of the question by itself, quoted with some of
+    the block it introduces."""
+    unit = pick.unit
+    return unit.is_lead_in and pick.coverage >= LEAD_IN_STATES and any(
+        other.doc_id == pick.doc_id and other.unit.block == unit.block and other.unit.position > unit.position
+        for other in picks
+    )
 
 
 def _names_what_no_passage_holds(question: str, documents: Sequence[Evidence]) -> bool:

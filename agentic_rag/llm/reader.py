@@ -252,6 +252,9 @@ class _Located:
     # A table row whose first cell, or a key-value line whose key ("rrf_k: 60"), the question
     # names as written ("…answers 429?", "fusion_agent 会同时跑…"): the fact kept for what was asked.
     keyed: bool = False
+    # A row whose first cell is the number the question asks by ordinal ("第 7 个节点" → 序号 7):
+    # the question's words are in its header and section, the row is what was asked.
+    numbered: bool = False
 
 
 def read(
@@ -314,6 +317,7 @@ def _name_words(name: str) -> str:
 def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "") -> list[_Located]:
     located: list[_Located] = []
     names = _names_in(question)
+    ordinals = _ordinals_in(question)
     for passage in passages:
         # The document's name frames every section in it: "confidence below 0.65 becomes clarify"
         # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
@@ -323,15 +327,25 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         before = declared = frozenset()
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
-            keyed = bool(unit.key) and names(unit.key)
+            numbered = unit.kind == "row" and unit.key.strip() in ordinals
+            keyed = bool(unit.key) and (names(unit.key) or numbered)
             # A comment heading a group of fields ("# Agent 特有字段") is in the class declared
             # above it, as much as the group before it is: both read with that line.
             context = declared if declared and unit.is_lead_in and unit.text.startswith(("#", "//")) else before
-            located.append(_Located(passage, unit, terms, section, context, asks, keyed))
+            located.append(_Located(passage, unit, terms, section, context, asks, keyed, numbered))
             before = terms
             if _declares_name(unit.text):
                 declared = terms
     return located
+
+
+# "第 7 个节点是什么", "the 3rd stage", "step 2": the row numbered so in a table's first column
+# (序号 7) is the one asked about, though a lone digit is too short a name to match otherwise.
+_ORDINAL = re.compile(r"第\s*(\d+)|\b(\d+)(?:st|nd|rd|th)\b|\b(?:step|stage|node|row|item|no\.?|number)\s*#?(\d+)\b", re.IGNORECASE)
+
+
+def _ordinals_in(question: str) -> frozenset[str]:
+    return frozenset(number for match in _ORDINAL.finditer(question) for number in match.groups() if number)
 
 
 def _names_in(question: str) -> Callable[[str], bool]:
@@ -382,6 +396,8 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
         # The words of a question in the other language are not the unit's to share: what it
         # means stands in for them, beside the names and numbers both still share.
         coverage = min(1.0, coverage + MEANING_COVERAGE * meaning)
+    if item.numbered:
+        coverage = max(coverage, QUESTION_HEADING_COVERAGE)
     if len(item.asks) >= 2 and any(item.asks <= q for q in asked.variants):
         # Under an FAQ entry that asks a narrower form of the question ("文档状态有哪些？" for
         # "文档在摄取过程中会经历哪些状态？"): its answer covers the question's subject.

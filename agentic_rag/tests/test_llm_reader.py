@@ -476,6 +476,51 @@ def test_a_key_is_named_only_as_written():
     assert "2 s、3 s" not in answer_of("Does the LLM layer retry when a provider answers 4290?", RETRIES)
 
 
+NODES = ("5.2 图结构与节点", "共 16 个节点:\n序号 | 节点名 | 功能\n--- | --- | ---\n"
+         "1 | validate_input | 校验输入\n6 | build_retrieval_query | 构建检索查询和关键词\n"
+         "7 | vector_recall | 四路向量召回\n16 | complete | 标记工作流完成")
+STATE = ("5.1 状态定义", "DocumentChatState 是一个 TypedDict,包含 28 个字段,覆盖整个工作流生命周期:\n"
+         "分类 | 字段\n--- | ---\n输入 | user_id, user_message\n控制 | current_stage, warnings")
+
+
+@pytest.mark.parametrize("question", ["文档对话工作流的第 7 个节点是什么？", "Which is the 7th node of the workflow?"])
+def test_the_row_numbered_as_the_question_asks_answers_it(question):
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    passages = [Passage("1", NODES[1], 0, NODES[0])]
+    picks = read(question, passages, tokenize=analyze, expand=expand_query).picks
+
+    assert max(picks, key=lambda pick: pick.score).unit.text == "序号：7，节点名：vector_recall，功能：四路向量召回"
+
+
+def test_a_lone_number_in_a_question_does_not_key_a_row():
+    """"7 个节点" counts nodes; only an ordinal (第 7 个, 7th, step 7) picks the row numbered 7."""
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", NODES[1], 0, NODES[0])]
+    picks = read("工作流的 7 个节点是什么？", passages, tokenize=analyze).picks
+
+    assert max(picks, key=lambda pick: pick.score).unit.text != "序号：7，节点名：vector_recall，功能：四路向量召回"
+
+
+def test_a_lead_in_quoted_with_its_table_answers_how_many():
+    """The count is in the lead-in, the table below it lists what is counted."""
+    body = answer_of("DocumentChatState 有多少个字段？", STATE)
+
+    assert "包含 28 个字段" in body
+    assert "没有找到" not in body
+
+
+def test_a_lead_in_that_only_opens_a_list_states_no_amount():
+    """"上线检查共 3 项:" holds a number, but not what "熔断器多少秒后半开" asks."""
+    checks = ("9 上线", "熔断器上线检查共 3 项:\n- 开关已打开\n- 告警已配置\n- 日志已接入")
+
+    body = answer_of("熔断器多少秒后进入半开？", checks)
+
+    assert "没有直接回答" in body and "共 3 项" not in body
+
+
 def test_an_faq_entry_that_asks_a_narrower_form_of_the_question_answers_it():
     from knowledge.analysis import analyze
 
