@@ -402,7 +402,8 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
         # Under an FAQ entry that asks a narrower form of the question ("文档状态有哪些？" for
         # "文档在摄取过程中会经历哪些状态？"): its answer covers the question's subject.
         coverage = max(coverage, QUESTION_HEADING_COVERAGE)
-    score = coverage * _fitness(asked, item)
+    introduces_list = "list" in asked.types and item.unit.is_lead_in and coverage >= QUESTION_HEADING_COVERAGE
+    score = coverage * _fitness(asked, item, introduces_list)
     if asked.similarity is not None:
         score += 0.2 * max(0.0, asked.similarity(asked.text, item.unit.text))
     score += MEANING_SCORE * meaning
@@ -446,13 +447,16 @@ def _language_of(text: str, asked: _Asked) -> str:
     return "zh" if has_cjk(text) else "en"
 
 
-def _fitness(asked: _Asked, item: _Located) -> float:
-    """How much a unit reads as an answer, whatever words it shares: a multiplier."""
+def _fitness(asked: _Asked, item: _Located, introduces_list: bool = False) -> float:
+    """How much a unit reads as an answer, whatever words it shares: a multiplier.
+
+    introduces_list: the unit is a lead-in that names what a list question asks for ("SelectedSection
+    结构:" above its fields' table): it holds the list it introduces."""
     unit, facts = item.unit, asked.types - {"how"}
     factor = 1.0
     if max(_coverage(q, frozenset(), item.section, asked.weights) for q in asked.variants) >= 0.15:
         factor *= 1.25  # its section is about the question: "6.1 Five-factor scorer" for "how does the five-factor … score"
-    if facts and any(_holds_fact(kind, unit.text, asked) for kind in facts):
+    if facts and (any(_holds_fact(kind, unit.text, asked) for kind in facts) or introduces_list):
         factor *= 1.35
     elif "number" in facts or "time" in facts:
         factor *= MISSING_FACT

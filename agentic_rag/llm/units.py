@@ -157,6 +157,7 @@ class _Blocks:
         self.taken = 0
         self.by_comment = False
         self.by_heading = False
+        self.rows = False  # the block's lines are a table's rows
 
     def enter(self, line: _Line) -> int:
         """The block a line joins (-1: none). A comment in words ends the block the comment
@@ -164,12 +165,18 @@ class _Blocks:
         heading's list."""
         ends_comment_block = self.by_comment and line.is_comment
         ends_heading_list = self.by_heading and line.kind != "item"
+        # A table ends at its last row: "SelectedSection 结构:" right under the request table
+        # introduces a table of its own.
+        ends_table = self.rows and line.kind != "row"
         if self.current >= 0 and (
-            line.kind == "heading" or (line.gap and self.taken) or ends_comment_block or ends_heading_list
+            line.kind == "heading" or (line.gap and self.taken) or ends_comment_block or ends_heading_list or ends_table
         ):
             self.current = -1
         if self.current >= 0:
+            self.rows = line.kind == "row" if not self.taken else self.rows
             self.taken += 1
+        else:
+            self.rows = False
         return self.current
 
     def open_under(self, heading: _Line | None) -> None:

@@ -521,6 +521,20 @@ def test_a_lead_in_that_only_opens_a_list_states_no_amount():
     assert "没有直接回答" in body and "共 3 项" not in body
 
 
+def test_a_list_question_is_answered_by_the_lead_in_of_the_table_it_names():
+    request = ("3.2 主端点", "请求参数:\n字段 | 类型 | 说明\n--- | --- | ---\nuser_id | str | 用户标识\n"
+               "selected_section | dict | 选中的章节信息\nSelectedSection 结构:\n字段 | 说明\n--- | ---\n"
+               "index | 章节编号\ntitle | 章节标题\ncontent | 章节文本")
+
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", request[1], 0, request[0])]
+    picks = [pick.unit.text for pick in read("SelectedSection 结构包含哪些字段？", passages, tokenize=analyze).picks]
+
+    assert picks[0] == "SelectedSection 结构:"
+    assert "字段：index，说明：章节编号" in picks and not any("用户标识" in text for text in picks)
+
+
 def test_an_faq_entry_that_asks_a_narrower_form_of_the_question_answers_it():
     from knowledge.analysis import analyze
 

@@ -55,6 +55,17 @@ def test_a_lead_in_and_the_list_it_introduces_share_a_block():
     assert next(u for u in units if u.text.startswith("后处理之后")).block == -1
 
 
+def test_a_table_ends_at_its_last_row_so_the_next_lead_in_opens_its_own():
+    """Ingested Markdown keeps no blank line between a table and the lead-in under it."""
+    text = "请求参数:\n字段 | 类型\n--- | ---\nuser_id | str\nSelectedSection 结构:\n字段 | 说明\n--- | ---\nindex | 章节编号\n注意：字段可选。"
+    units = {u.text: u for u in split_units(text)}
+
+    lead = units["SelectedSection 结构:"]
+    assert lead.is_lead_in and lead.block != units["请求参数:"].block
+    assert units["字段：index，说明：章节编号"].block == lead.block
+    assert units["注意：字段可选。"].block == -1
+
+
 def test_a_lead_in_takes_the_code_block_after_a_blank_line():
     units = split_units(FIELDS)
     lead = units[0]
