@@ -23,11 +23,12 @@ from .datasets import Dataset, DatasetError, import_dataset, read_golden, read_s
 from .report import Table
 
 FIXTURES = Path(settings.BASE_DIR) / "evaluation" / "fixtures"
-# The dev set's two halves, split once, and a second tuning set written later for kinds of question
-# the first tune half has few of (see its description). "both" is the two halves, "all" every set.
+# The dev set's two halves, split once, and tuning sets written later for kinds of question the
+# first tune half has few of (see their descriptions). "both" is the two halves, "all" every set.
 HALVES = {
     "tune": FIXTURES / "seeds-dev-tune.json",
     "tune-2": FIXTURES / "seeds-dev-tune-2.json",
+    "tune-3": FIXTURES / "seeds-dev-tune-3.json",
     "report": FIXTURES / "seeds-dev-report.json",
 }
 HALF_GROUPS = {"both": ("tune", "report"), "all": tuple(HALVES)}

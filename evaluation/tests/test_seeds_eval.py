@@ -25,7 +25,7 @@ from knowledge.models import Document, KnowledgeBase
 
 FIXTURES = Path(settings.BASE_DIR) / "evaluation" / "fixtures"
 HALVES = ("seeds-dev-tune", "seeds-dev-report")
-SECOND_TUNE = "seeds-dev-tune-2"  # written later, for kinds of question the first tune half lacks
+LATER_TUNES = ("seeds-dev-tune-2", "seeds-dev-tune-3")  # written later, for kinds of question the first tune half lacks
 # The stems of the five seed documents the set is written about (the files are not read here).
 SEED_STEMS = {"000_b7072f0cb85062cc", "001_02ed504b2d4d2a6b", "002_a043e8a7a0c2f32e",
               "003_bafda717e700b0d7", "004_2f1a288a46289e98"}
@@ -72,22 +72,23 @@ def test_no_question_is_in_both_halves_and_each_stratum_is_split_evenly():
         assert abs(tune_strata[stratum] - report_strata[stratum]) <= 1, stratum
 
 
-def test_the_second_tuning_set_is_apart_from_both_halves_and_balanced_in_language():
-    second = _half(SECOND_TUNE)
-    data = json.loads((FIXTURES / f"{SECOND_TUNE}.json").read_text(encoding="utf-8"))
-    assert data["name"] == SECOND_TUNE and "TUNE set" in data["description"]
-    halves = _half(HALVES[0]) + _half(HALVES[1])
-    assert not {q["id"] for q in second} & {q["id"] for q in halves}
-    assert not {q["question"] for q in second} & {q["question"] for q in halves}
-    languages = Counter(q["lang"] for q in second)
+@pytest.mark.parametrize("name", LATER_TUNES)
+def test_a_later_tuning_set_is_apart_from_every_other_set_and_balanced_in_language(name):
+    later = _half(name)
+    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    assert data["name"] == name and "TUNE set" in data["description"]
+    others = [q for other in (*HALVES, *LATER_TUNES) if other != name for q in _half(other)]
+    assert not {q["id"] for q in later} & {q["id"] for q in others}
+    assert not {q["question"] for q in later} & {q["question"] for q in others}
+    languages = Counter(q["lang"] for q in later)
     assert languages["en"] == languages["zh"]
-    assert sum(q["category"] == "unanswerable" for q in second) >= 4
-    for q in second:
+    assert sum(q["category"] == "unanswerable" for q in later) >= 4
+    for q in later:
         assert language_of(q["question"]) == q["lang"], q["id"]
 
 
 def test_relevant_documents_are_seed_stems_and_unanswerable_questions_name_none():
-    for q in _half(HALVES[0]) + _half(HALVES[1]) + _half(SECOND_TUNE):
+    for q in _half(HALVES[0]) + _half(HALVES[1]) + [q for name in LATER_TUNES for q in _half(name)]:
         assert set(q["relevant"]) <= SEED_STEMS, q["id"]
         if q["category"] == "unanswerable":
             assert q["relevant"] == {} and q["expected_keywords"] == [], q["id"]
