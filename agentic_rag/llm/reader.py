@@ -47,7 +47,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
         r"多少|几[个条种次轮层步项类路级]?|多大|多长|比例|权重|常数|数量|\bhow (?:many|much|big|large|long)\b|\bwhat (?:number|size|value|percentage)\b"
         r"|温度|\btemperature\b"
         r"|\bconstant\b|\bweight(?:s|ed|ing)?\b|加权|\bratio\b|\bsize\b|\bbudget\b|\bdimensions?\b|\bport\b|\bpercent", re.I),
-    "list": re.compile(r"哪些|哪几|哪[两二三四五六七八九十]|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhat (?!(?:does|is|was|has|this)\b)\w{2,}s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
+    "list": re.compile(r"哪些|哪几|哪[两二三四五六七八九十]|有什么|有几种|列出|步骤|\bwhich \w+s\b|\bwhich \w+[ -]\w+(?<![su])s (?:do|does|did|are|were|can|could|may|might|must|should|will|would|have|has)\b|\bwhat (?!(?:does|is|was|has|this)\b)\w{2,}s\b|\bwhat are\b|\blist\b|\bsteps\b|\bkinds?\b|\btypes\b", re.I),
     "name": re.compile(r"哪个|谁|名字|名称|叫什么|什么模型|\bwhich\b|\bwho\b|\bname\b|\bwhat model\b", re.I),
     "how": re.compile(r"如何|怎么|怎样|哪些|\bhow (?:do|does|is|are|to|can)\b|\bwhat are\b", re.I),
     "identifier": re.compile(r"环境变量|变量名|配置项|\benvironment variables?\b|\benv vars?\b|\bsettings? name\b", re.I),

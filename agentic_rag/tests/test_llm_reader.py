@@ -76,7 +76,8 @@ def test_it_tells_commands_and_code_from_prose(line, is_code):
      ("多久过期？", "time"), ("哪些文件格式可以上传？", "list"), ("What is the gate's threshold?", "threshold"),
      ("知识问答时大模型用什么温度？", "number"), ("Which temperature does code generation use?", "number"),
      ("需要什么版本的 Python？", "version"), ("Which Django version does it run on?", "version"),
-     ("实体消歧分为哪三个阶段？", "list"), ("What fields does the result hold?", "list")],
+     ("实体消歧分为哪三个阶段？", "list"), ("What fields does the result hold?", "list"),
+     ("Which design principles does the module structure follow?", "list")],
 )
 def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
     assert kind in expected_answer_types(question)
@@ -85,6 +86,9 @@ def test_it_knows_what_kind_of_fact_a_question_asks_for(question, kind):
 def test_what_with_an_auxiliary_asks_for_no_list():
     assert "list" not in expected_answer_types("What does the gate return?")
     assert "list" not in expected_answer_types("What is the default top_k?")
+    # A plural after an adjective asks for a list only before its verb: "which web framework
+    # handles requests" names one framework.
+    assert "list" not in expected_answer_types("Which web framework handles requests?")
 
 
 def test_it_answers_from_the_row_that_holds_the_fact_not_the_header():
