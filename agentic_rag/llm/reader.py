@@ -380,7 +380,7 @@ def _ask(
 
 def _score(asked: _Asked, item: _Located) -> _Scored:
     """A unit's score: its coverage of the question, then what makes it more or less an answer."""
-    if not item.unit.is_answer:
+    if not item.unit.is_answer or _is_contents(item.passage.section):
         return _Scored(item.passage, item.unit, item.terms, 0.0, 0.0)
     untranslated = UNTRANSLATED_SHARE if asked.language == "zh" and not has_cjk(item.unit.text) else 1.0
     coverage = max(
@@ -409,6 +409,15 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     score += MEANING_SCORE * meaning
     score /= 1 + asked.options.rank_decay * item.passage.rank
     return _Scored(item.passage, item.unit, item.terms, score, coverage, item.keyed)
+
+
+# A table of contents lists the document's headings: none of its lines answers anything.
+_CONTENTS = re.compile(r"^(?:目\s*录|contents|table of contents|toc)$", re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _is_contents(section: str) -> bool:
+    return _CONTENTS.match(strip_markdown(strip_numbering(section)).strip()) is not None
 
 
 def _answered_in_own_language(scored: Sequence[_Scored], asked: _Asked) -> bool:

@@ -60,6 +60,8 @@ _BARE_REPLY = re.compile(r"^(?:能|不能|可以|不可以|会|不会|是|不是
 # A run-in heading opens a paragraph or list item ("**Charts.** nDCG@10 … over the newest 12
 # runs", "**维护。** 只读索引扫描…"): a few words with a full stop, naming what follows.
 _RUN_IN_HEADING = re.compile(r"^(?:[A-Za-z][\w-]*(?:\s+[\w-]+)?\.|[\u4e00-\u9fff]{1,6}。)$")
+# A number that only numbers what follows it ("1. 迁移目标", "2.3) 字段"): not a sentence.
+_ENUMERATOR = re.compile(r"^\(?\d+(?:\.\d+)*[.)]$")
 _BOX_DRAWING = re.compile("[\u2500-\u257f]")
 # A section's number, opening a line that is nothing more: "7.6 质量门控", "第三章 总则", "3.2"
 # (not a date: "2024.01 发布").
@@ -219,11 +221,14 @@ def _command_then_prose(sentence: str) -> list[tuple[str, bool]]:
 
 
 def _join_leads(sentences: list[str]) -> list[str]:
-    """"不能。" or "Yes." alone says nothing, and a line's run-in heading ("Charts.") only names
-    its subject: each belongs with the sentence after it."""
+    """"不能。" or "Yes." alone says nothing, a line's run-in heading ("Charts.") only names its
+    subject, and "1." only numbers it: each belongs with the sentence after it."""
     joined: list[str] = []
     for sentence in sentences:
-        lead = joined and (_BARE_REPLY.match(joined[-1]) or (len(joined) == 1 and _RUN_IN_HEADING.match(joined[0])))
+        lead = joined and (
+            _BARE_REPLY.match(joined[-1]) or _ENUMERATOR.match(joined[-1])
+            or (len(joined) == 1 and _RUN_IN_HEADING.match(joined[0]))
+        )
         if lead:
             joined[-1] = f"{joined[-1]}{'' if has_cjk(joined[-1]) else ' '}{sentence}"
         else:

@@ -539,6 +539,15 @@ def test_a_list_question_is_answered_by_the_lead_in_of_the_table_it_names():
     assert "字段：index，说明：章节编号" in picks and not any("用户标识" in text for text in picks)
 
 
+def test_a_table_of_contents_is_never_quoted():
+    contents = ("目录", "- 1. 迁移目标\n- 2. 核心架构原则\n  - 2.1 设计原则与分层")
+    principles = ("1.3 四层模块分层", "设计原则:\n1. 单向依赖: 上层只依赖下层\n2. 接口隔离: 层间通过接口通信")
+
+    body = answer_of("有哪些核心架构设计原则？", contents, principles)
+
+    assert "单向依赖" in body and "迁移目标" not in body and "[1]" not in body
+
+
 def test_an_faq_entry_that_asks_a_narrower_form_of_the_question_answers_it():
     from knowledge.analysis import analyze
 

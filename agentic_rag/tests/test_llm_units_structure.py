@@ -66,6 +66,10 @@ def test_a_table_ends_at_its_last_row_so_the_next_lead_in_opens_its_own():
     assert units["注意：字段可选。"].block == -1
 
 
+def test_a_number_that_numbers_an_item_stays_with_it():
+    assert [u.text for u in split_units("- 1. 迁移目标\n- 2. 核心架构原则\n- (3) 风险")] == ["1. 迁移目标", "2. 核心架构原则", "(3) 风险"]
+
+
 def test_a_lead_in_takes_the_code_block_after_a_blank_line():
     units = split_units(FIELDS)
     lead = units[0]
