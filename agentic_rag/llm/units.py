@@ -174,11 +174,12 @@ class _Blocks:
             line.kind == "heading" or (line.gap and self.taken) or ends_comment_block or ends_heading_list or ends_table
         ):
             self.current = -1
-        if self.current >= 0:
-            self.rows = line.kind == "row" if not self.taken else self.rows
-            self.taken += 1
-        else:
+        if self.current < 0:
             self.rows = False
+            return -1
+        if not self.taken:  # the block's first line tells whether it is a table
+            self.rows = line.kind == "row"
+        self.taken += 1
         return self.current
 
     def open_under(self, heading: _Line | None) -> None:
