@@ -264,9 +264,10 @@ def expand_query(
     The variant with every known term translated comes first: a question in one language
     about documents in the other shares most words with it. One variant per matched term
     follows. Matching prefers the longest term, English is matched case-insensitively on
-    word boundaries (plurals too), and duplicates are dropped. The terms of one_way are
-    translated from Chinese to English only. Last come variants with one word replaced by a
-    word of its synonym group, at most MAX_SYNONYM_VARIANTS.
+    word boundaries (plurals too) but never inside an identifier ("trace" in
+    retrieve_with_trace: documents write a name as it is), and duplicates are dropped. The
+    terms of one_way are translated from Chinese to English only. Last come variants with one
+    word replaced by a word of its synonym group, at most MAX_SYNONYM_VARIANTS.
     """
     unique = _expansions(query, tuple(term_map.items()), tuple(one_way.items()), tuple(synonyms))
     return list(unique if limit is None else unique[:limit])
@@ -342,7 +343,7 @@ def _term_pattern(pairs: list[tuple[str, str]], *, english: bool, one_way: Colle
     alternatives = [f"(?P<g{i}>{_source(term, english)})" for i, (term, _) in enumerate(ordered)]
     body = "|".join(alternatives) or "(?!)"
     if english:
-        body = rf"(?<![A-Za-z])(?:{body})(?![A-Za-z])"
+        body = rf"(?<![A-Za-z0-9_])(?:{body})(?![A-Za-z0-9_])"
     pattern = re.compile(f"{_first_characters(term for term, _ in ordered)}(?:{body})", re.IGNORECASE if english else 0)
     probes = tuple(dict.fromkeys(_probe(term, english) for term, _ in ordered))
     lone = frozenset(f"g{i}" for i, (term, _) in enumerate(ordered) if term in one_way)

@@ -266,6 +266,14 @@ def test_english_terms_match_their_ed_and_ing_forms():
     assert expand_query("Which chunks are cached?")[1] == "Which 分块 are 缓存 ?"
 
 
+def test_a_word_inside_an_identifier_is_not_translated():
+    # The document writes the name as it is; retrieve_with_追踪 names nothing.
+    assert expand_query("What fields does the result of retrieve_with_trace hold?") == [
+        "What fields does the result of retrieve_with_trace hold?"
+    ]
+    assert expand_query("Is rerank2 or cache_ttl the retry setting?")[1] == "Is rerank2 or cache_ttl the 重试 setting?"
+
+
 def test_it_makes_one_variant_per_term_in_mixed_queries():
     expansions = expand_query("向量检索 and rerank")
 
