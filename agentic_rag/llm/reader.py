@@ -249,8 +249,9 @@ class _Located:
     # When the section title is a question (an FAQ's "How many stages are there?"), the terms it
     # asks about; its body is its answer ("8: S1 memory, S2 rewrite, …") and need not repeat them.
     asks: frozenset[str] = frozenset()
-    # A table row whose first cell, or a key-value line whose key ("rrf_k: 60"), the question
-    # names as written ("…answers 429?", "fusion_agent 会同时跑…"): the fact kept for what was asked.
+    # A table row whose first cell or name (Unit.name), or a key-value line whose key ("rrf_k: 60"),
+    # the question names as written ("…answers 429?", "fusion_agent 会同时跑…"): the fact kept for
+    # what was asked.
     keyed: bool = False
     # A row whose first cell is the number the question asks by ordinal ("第 7 个节点" → 序号 7):
     # the question's words are in its header and section, the row is what was asked.
@@ -328,7 +329,7 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
             numbered = unit.kind == "row" and unit.key.strip() in ordinals
-            keyed = bool(unit.key) and (names(unit.key) or numbered)
+            keyed = bool(unit.key) and (names(unit.key) or numbered) or bool(unit.name) and names(unit.name)
             # A comment heading a group of fields ("# Agent 特有字段") is in the class declared
             # above it, as much as the group before it is: both read with that line.
             context = declared if declared and unit.is_lead_in and unit.text.startswith(("#", "//")) else before

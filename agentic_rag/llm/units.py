@@ -92,6 +92,9 @@ class Unit:
     # A lead-in and the list, table or code block it introduces share a block (-1: none).
     block: int = -1
     is_lead_in: bool = False
+    # A row's cell under a column of names (名称, name) other than its first: "Query Rewrite" in
+    # "阶段：S2，名称：Query Rewrite，目标耗时：<500ms" names the row as much as its key does.
+    name: str = ""
 
     @property
     def is_answer(self) -> bool:
@@ -106,6 +109,7 @@ class _Line(NamedTuple):
     gap: bool  # a blank line (or a rule) comes before it
     is_code: bool = False  # a line of a code block: fenced, indented as code, or a "//" comment
     is_comment: bool = False  # "# Agent 特有字段" in code: it heads the lines of code after it
+    name: str = ""  # a row's cell under a column of names (Unit.name)
 
 
 def readable_text(text: str) -> str:
@@ -130,7 +134,7 @@ def split_units(text: str) -> list[Unit]:
         if line.kind in ("row", "heading", "drawing"):
             is_code = line.kind == "drawing" or is_code_like(line.text)
             table = tables if line.kind == "row" else -1
-            units.append(Unit(line.text, len(units), line.kind, is_code, table, line.key, block))
+            units.append(Unit(line.text, len(units), line.kind, is_code, table, line.key, block, name=line.name))
             continue
         pieces = [piece for sentence in _join_leads(split_sentences(line.text)) for piece in _command_then_prose(sentence)]
         lead_block = blocks.open_after(line, pieces[-1][1] or line.is_code) if pieces else -1
@@ -384,8 +388,8 @@ def _readable_lines(text: str) -> Iterator[_Line]:
         while width >= 2 and end < len(lines) and (_cell_count(lines[end]) == width or TABLE_SEPARATOR.match(lines[end])):
             end += 1
         if width >= 2 and end - i >= 2:
-            for n, (row, key) in enumerate(_table_rows(lines[i:end])):
-                yield _Line(row, "row", key, gap and n == 0)
+            for n, (row, key, name) in enumerate(_table_rows(lines[i:end])):
+                yield _Line(row, "row", key, gap and n == 0, name=name)
             i, gap = end, False
             continue
         line = lines[i]
@@ -462,20 +466,25 @@ def _key_of(line: str) -> str:
     return pairs[0][2].strip() if len(pairs) >= 2 else pairs[0][0].strip()
 
 
-def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
-    """Each body row of a table, written with its header, and its first cell."""
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
+    """Each body row of a table, written with its header; its first cell; and its cell under a
+    column of names other than the first (Unit.name), or ""."""
     rows = [table_cells(strip_markdown(line)) for line in lines if not TABLE_SEPARATOR.match(line)]
     if not _is_header(rows[0]):  # a chunk cut from the middle of a table: rows without names
         for row in rows:
-            yield ", ".join(cell for cell in row if cell), row[0]
+            yield ", ".join(cell for cell in row if cell), row[0], ""
         return
     header, body = rows[0], rows[1:]
+    names = next((i for i, title in enumerate(header) if i and _NAME_COLUMN.fullmatch(title)), None)
     # "，" not "；": the citation check reads a sentence as ending at "；".
     joiner, colon = ("，", "：") if has_cjk(" ".join(header)) else (", ", ": ")
     for row in body:
         pairs = [f"{name}{colon}{cell}" if name and name != "#" else cell for name, cell in zip(header, row, strict=False) if cell]
         if pairs:
-            yield joiner.join(pairs), row[0] if row else ""
+            yield joiner.join(pairs), row[0] if row else "", row[names] if names is not None and names < len(row) else ""
+
+
+_NAME_COLUMN = re.compile(r"名称|名字|\s*name\s*", re.IGNORECASE)
 
 
 def _is_header(cells: list[str]) -> bool:

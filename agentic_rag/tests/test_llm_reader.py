@@ -469,6 +469,23 @@ def test_the_row_whose_key_the_question_names_answers_it_in_either_language():
     ]
 
 
+def test_a_row_is_keyed_by_its_cell_under_a_column_of_names_too():
+    """A stage table numbers its rows (S2) and names them in a column of its own: the question
+    names the row by that name."""
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    prose = ("Pipeline", "Query Rewrite runs before intent detection and after memory.")
+    stages = ("Stages", "stage | name | target\n--- | --- | ---\nS2 | Query Rewrite | <500ms\nS3 | Intent | <1s")
+    caches = "缓存 | TTL\n--- | ---\nQuery Rewrite | 1h"
+    passages = [Passage(str(n), text, n, section) for n, (section, text) in enumerate([prose, stages])]
+
+    assert [u.name for u in split_units(stages[1]) if u.kind == "row"] == ["Query Rewrite", "Intent"]
+    assert [u.name for u in split_units(caches) if u.kind == "row"] == [""]  # its first cell is its key
+    picks = read("What does Query Rewrite aim for?", passages, tokenize=analyze, expand=expand_query).picks
+    assert picks[0].unit.text == "stage: S2, name: Query Rewrite, target: <500ms"
+
+
 def test_a_key_is_named_only_as_written():
     """"a selected section" does not name the request field selected_section, nor "4290" the 429 row."""
     fields = ("2 Request", "field | meaning\n--- | ---\nselected_section | the section's code\nmessage | the instruction")
