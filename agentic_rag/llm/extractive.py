@@ -3,7 +3,7 @@
 Evidence arrives in the prompt as the agreed XML block (text XML-escaped):
 
     <documents>
-      <document id="1" doc="guide.md" section="2 Setup" …>text of the passage</document>
+      <document id="1" doc="guide.md" title="Guide" section="2 Setup" …>text of the passage</document>
     </documents>
 
 anywhere in the system or user messages. The question is the last user message (its
@@ -143,6 +143,7 @@ class Evidence:
     from_memory: bool = False  # a fact the user stated earlier, recalled for this question
     doc: str = ""
     section: str = ""
+    title: str = ""  # the document's title
 
 
 class ExtractiveProvider:
@@ -185,7 +186,7 @@ class ExtractiveProvider:
         tools = [e for e in evidence if e.from_tool]
         remembered = [e for e in evidence if e.from_memory]
         documents = [e for e in evidence if not (e.from_tool or e.from_memory)]
-        passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc) for rank, e in enumerate(documents)]
+        passages = [Passage(e.doc_id, e.text, rank, e.section, e.doc, e.title) for rank, e in enumerate(documents)]
         reading = read(question, passages, tokenize=self._tokenize, similarity=self._similarity,
                        expand=expand, options=self._options, encoder=self._encoder)
         if reading.picks and not (tools or remembered) and not self._picks_answer(question, documents, reading, expand):
@@ -363,6 +364,7 @@ def find_evidence(messages: Sequence[Message]) -> list[Evidence]:
                     from_memory=attrs.get("source") == "MEMORY",
                     doc=attrs.get("doc", ""),
                     section=attrs.get("section", ""),
+                    title=attrs.get("title", ""),
                 )
             )
     return found

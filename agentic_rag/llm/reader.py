@@ -155,6 +155,7 @@ class Passage:
     rank: int
     section: str = ""
     document: str = ""  # the document's name: "12-document-chat.md"
+    title: str = ""  # the document's title: "AI对话功能 - 具体实现逻辑文档"
 
 
 @dataclass(frozen=True)
@@ -315,15 +316,25 @@ def _name_words(name: str) -> str:
     return re.sub(r"^\d+[-_ ]*|[-_]+", " ", stem)
 
 
+def _telling_title_terms(passages: Sequence[Passage], tokenize: Tokenize) -> dict[str, frozenset[str]]:
+    """Each passage's document's title terms that no other document's title among the passages
+    holds: "设计文档" ends most titles of a design KB and tells its documents apart no more than
+    the question's "design" tells which one it asks about."""
+    terms = {passage.document: frozenset(tokenize(passage.title)) for passage in passages}
+    shared = Counter(term for title in terms.values() for term in title)
+    return {document: frozenset(term for term in title if shared[term] == 1) for document, title in terms.items()}
+
+
 def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "") -> list[_Located]:
     located: list[_Located] = []
     names = _names_in(question)
     ordinals = _ordinals_in(question)
+    titles = _telling_title_terms(passages, tokenize)
     for passage in passages:
-        # The document's name frames every section in it: "confidence below 0.65 becomes clarify"
-        # in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
+        # The document's name and title frame every section in it: "confidence below 0.65 becomes
+        # clarify" in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
         asked_terms = frozenset(tokenize(_ASKING_WORDS.sub(" ", strip_numbering(passage.section))))
-        section = asked_terms | frozenset(tokenize(_name_words(passage.document)))
+        section = asked_terms | frozenset(tokenize(_name_words(passage.document))) | titles[passage.document]
         asks = asked_terms if _QUESTION_END.search(passage.section) else frozenset()
         before = declared = frozenset()
         for unit in split_units(passage.text):

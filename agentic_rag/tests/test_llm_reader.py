@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agentic_rag.llm import CompletionOptions, ExtractiveProvider, Message
@@ -484,6 +486,28 @@ def test_a_row_is_keyed_by_its_cell_under_a_column_of_names_too():
     assert [u.name for u in split_units(caches) if u.kind == "row"] == [""]  # its first cell is its key
     picks = read("What does Query Rewrite aim for?", passages, tokenize=analyze, expand=expand_query).picks
     assert picks[0].unit.text == "stage: S2, name: Query Rewrite, target: <500ms"
+
+
+def test_a_documents_title_frames_its_passages_where_it_tells_them_apart():
+    """Files named by a hash say nothing; the title says the document is about document chat.
+    "设计文档", which two of the titles end with, tells no document apart."""
+    from knowledge.analysis import analyze
+
+    model = "AI 功能统一用 qwen3_5_122b 模型,关闭思考。"
+    other = "Prompt 构建时用历史消息和模型配置组装 JSON。"
+    titled = [
+        Passage("1", other, 0, "Prompt", "001_9f3.md", "Agent 编排说明"),
+        Passage("2", model, 1, "模型配置", "002_a04.md", "文档对话功能设计文档"),
+        Passage("3", "迁移分三个阶段完成。", 2, "迁移", "003_b1.md", "路由迁移设计文档"),
+    ]
+
+    def first(question: str, passages: list[Passage]) -> str:
+        return read(question, passages, tokenize=analyze).picks[0].unit.text
+
+    untitled = [dataclasses.replace(p, title="") for p in titled]
+    assert first("文档对话用的是哪个模型？", untitled) == other
+    assert first("文档对话用的是哪个模型？", titled) == model
+    assert first("设计文档里用的是哪个模型？", titled) == other
 
 
 def test_a_key_is_named_only_as_written():

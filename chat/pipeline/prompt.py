@@ -153,6 +153,8 @@ def _attr(value: str) -> str:
 def document_element(item: EvidenceItem) -> str:
     """One `<document>`: attributes quoted, text escaped so it cannot leave the element."""
     attributes = f"id={_attr(str(item.n))} doc={_attr(item.doc)}"
+    if item.title:
+        attributes += f" title={_attr(item.title)}"
     if item.section:
         attributes += f" section={_attr(item.section)}"
     if item.source == "TOOL":

@@ -35,6 +35,7 @@ class EvidenceItem:
     score: float = 0.0
     url: str = ""  # the chunk on its document's page, or the web page itself
     graph: str = ""  # the relation or community the graph agent chose this chunk for
+    title: str = ""  # a KB chunk's document's title (its Markdown heading or the parser's)
 
     def as_event(self) -> dict[str, Any]:
         """The evidence panel's fields (a preview, not the whole text)."""

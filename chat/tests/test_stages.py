@@ -117,6 +117,16 @@ def test_it_numbers_kb_evidence_first_then_successful_tool_outputs():
         (1, "KB", "b.md", 7, "1 Intro", "/c/7"), (2, "TOOL", "calculator", None, "", "")]
 
 
+def test_a_kb_item_carries_its_documents_title_into_the_prompt():
+    from chat.pipeline.prompt import document_element
+
+    items = number_evidence([candidate(7, "002_a04.md")], [], limit=1, titles={1: "AI 对话功能 - 实现逻辑"})
+
+    assert items[0].title == "AI 对话功能 - 实现逻辑"
+    assert document_element(items[0]).startswith('<document id="1" doc="002_a04.md" title="AI 对话功能 - 实现逻辑" section=')
+    assert number_evidence([candidate(7)], [], limit=1)[0].title == ""
+
+
 @pytest.mark.parametrize(("rerank", "top_k", "rerank_top_k", "limit"), [(True, 5, 3, 3), (False, 5, 3, 5), (True, 2, 5, 2)])
 def test_it_keeps_rerank_top_k_items_after_rerank(rerank, top_k, rerank_top_k, limit):
     options = ChatOptions(enable_rerank=rerank, top_k=top_k, rerank_top_k=rerank_top_k)
