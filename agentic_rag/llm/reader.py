@@ -98,8 +98,10 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
 }
 # Kinds of fact so particular that holding one tells the answer from the units beside it, which
-# hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port.
-_PARTICULAR_FACTS = ("port",)
+# hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port; beside
+# "文档版本: v3.0（Router→Worker 架构）", which shares more of "Who wrote the Router to Worker
+# design?", only "作者: System Architect" names someone.
+_PARTICULAR_FACTS = ("port", "person")
 PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
 MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",

@@ -657,6 +657,17 @@ def test_a_question_asking_a_port_quotes_the_line_that_holds_one_over_other_numb
     assert "port" in expected_answer_types("Which port does the backend listen on?")
 
 
+def test_a_who_question_quotes_the_line_that_names_a_role_over_lines_that_share_more_words():
+    from knowledge.analysis import analyze
+    from knowledge.fusion import expand_query
+
+    info = "- **文档版本**: v3.0（纯 Router→Worker 架构）\n- **作者**: System Architect\n- **状态**: 已落地"
+    passage = Passage("1", info, 0, "文档信息", "003_bafd.md", "Router→Worker 架构迁移设计文档")
+    reading = read("Who wrote the Router to Worker migration design?", [passage],
+                   tokenize=analyze, expand=expand_query)
+    assert reading.picks[0].unit.text == "作者: System Architect"
+
+
 def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_latin_letters():
     from knowledge.analysis import analyze
     from knowledge.fusion import expand_query
