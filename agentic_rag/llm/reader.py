@@ -55,6 +55,9 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "port": re.compile(r"端口|\bports?\b", re.I),
     # Asks for a person, a role or a team: "Who wrote …?", "由哪个团队负责…？"
     "person": re.compile(rf"谁|哪位|哪个(?:人|团队|部门|小组|同事)|{ASKS_WHO}", re.I),
+    # Asks for a date: "When was it created?", "哪天发布的？". Not "When does shortcut C
+    # trigger?", which asks for a condition.
+    "date": re.compile(r"\bwhen (?:was|were|did)\b|\b(?:what|which) (?:date|day|year)\b|日期|哪天|哪一天|哪年|什么时候(?:创建|发布|编写|上线|更新)|何时(?:创建|发布|编写|上线|更新)", re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
@@ -88,6 +91,12 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "version": re.compile(r"(?<![\w.])\d+\.\d+(?:\.\d+)*(?![\w.])"),  # 3.11, 5.2, 0.8.0
     # ":5050", "port 8000", "端口 6379"; not a time ("10:30") nor a path's digits
     "port": re.compile(r"(?<![\w.:/]):\d{2,5}(?!\d)|\bport\s*+[:=]?\s*+\d{2,5}(?!\d)|端口\s*+[:：]?\s*+\d{2,5}(?!\d)", re.I),
+    # 2025-01-19, 2025/1/19, 1903年, January 2025, in 1903
+    "date": re.compile(
+        r"(?<!\d)(?:19|20)\d\d[-/.]\d{1,2}(?:[-/.]\d{1,2})?(?!\d)|(?<!\d)\d{3,4}\s*年|\b(?:in|since|until)\s+\d{4}\b"
+        r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*+\.?+\s++(?:\d{1,2},?\s++)?(?:19|20)\d\d\b",
+        re.I,
+    ),
     # Who someone is, in a design document: a role ("作者: System Architect"), an owner, a team,
     # a handle. Personal names have no pattern to match, and a design document rarely has them
     # outside such lines.
@@ -100,8 +109,9 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # Kinds of fact so particular that holding one tells the answer from the units beside it, which
 # hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port; beside
 # "文档版本: v3.0（Router→Worker 架构）", which shares more of "Who wrote the Router to Worker
-# design?", only "作者: System Architect" names someone.
-_PARTICULAR_FACTS = ("port", "person")
+# design?", only "作者: System Architect" names someone; beside columns named created_at, only
+# "创建日期: 2025-01-19" holds a date.
+_PARTICULAR_FACTS = ("port", "person", "date")
 PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
 MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",

@@ -668,6 +668,19 @@ def test_a_who_question_quotes_the_line_that_names_a_role_over_lines_that_share_
     assert reading.picks[0].unit.text == "作者: System Architect"
 
 
+def test_a_question_asking_a_date_quotes_the_line_that_holds_one():
+    from knowledge.analysis import analyze
+
+    passages = [
+        Passage("1", "created_at 字段记录文档的创建时间。", 0, "表结构"),
+        Passage("2", "- **作者**: System Architect\n- **创建日期**: 2025-01-19", 1, "文档信息"),
+    ]
+    reading = read("文档是什么时候创建的？", passages, tokenize=analyze)
+    assert [pick.unit.text for pick in reading.picks] == ["创建日期: 2025-01-19"]
+    assert "date" in expected_answer_types("When was the migration design created?")
+    assert "date" not in expected_answer_types("When does shortcut C trigger?")  # a condition, not a date
+
+
 def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_latin_letters():
     from knowledge.analysis import analyze
     from knowledge.fusion import expand_query
