@@ -30,6 +30,7 @@ class Candidate:
     # The text's search tokens, space-separated, analysed once at indexing time. A string,
     # not a tuple: 100k chunks' token tuples cost gigabytes of small strings.
     tokens: str = ""
+    doc_title: str | None = None  # its document's title, when the search loaded it (None: not loaded)
     score: float = 0.0  # the current ranking score
     scores: dict[str, float] = field(default_factory=dict)  # per leg and stage: "bm25", "vector", "rrf", ...
     sources: set[str] = field(default_factory=set)  # recall paths that found it

@@ -9,6 +9,7 @@ process holds an index).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class ChunkInfo:
     tags: tuple[str, ...]
     scope: str
     tokens: str  # the search tokens, space-separated, as indexed
+    doc_title: str = ""  # its document's title (its Markdown heading or the parser's)
 
     def candidate(self, score: float = 0.0, source: str = "") -> Candidate:
         return Candidate(
@@ -71,6 +73,7 @@ class ChunkInfo:
             tags=self.tags,
             metadata={"scope": self.scope} if self.scope else {},
             tokens=self.tokens,
+            doc_title=self.doc_title,
             score=score,
             scores={source: score} if source else {},
             sources={source} if source else set(),
@@ -193,9 +196,12 @@ def chunk_info(row: Sequence) -> ChunkInfo:
     """Build a ChunkInfo from a `values_list(*CHUNK_FIELDS)` row."""
     (chunk_id, doc_id, doc_name, text, level, parent_id, index, section_index, section_title,
      chapter_1, chapter_2, tags, metadata, tokens) = row
+    metadata = metadata or {}
     return ChunkInfo(
         chunk_id, doc_id, doc_name, text, level, parent_id, index, section_index, section_title,
-        chapter_1, chapter_2, tuple(tags or ()), str((metadata or {}).get("scope", "")), tokens or "",
+        chapter_1, chapter_2, tuple(tags or ()), str(metadata.get("scope", "")), tokens or "",
+        # One string per title, not one per chunk: an index holds every chunk's info.
+        sys.intern(str(metadata.get("title") or "")),
     )
 
 

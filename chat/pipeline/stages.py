@@ -242,10 +242,12 @@ def gate_part(
 
 
 def document_titles(references: Sequence[Candidate]) -> dict[int, str]:
-    """The titles of the references' documents (their Markdown heading or the parser's), by id."""
-    ids = {reference.doc_id for reference in references}
-    rows = Document.objects.filter(pk__in=ids).values_list("pk", "metadata") if ids else []
-    return {pk: str((metadata or {}).get("title") or "") for pk, metadata in rows}
+    """The titles of the references' documents (their Markdown heading or the parser's), by id:
+    as the search loaded them with their chunks, else from the database."""
+    titles = {r.doc_id: r.doc_title for r in references if r.doc_title is not None}
+    missing = {r.doc_id for r in references} - titles.keys()
+    rows = Document.objects.filter(pk__in=missing).values_list("pk", "metadata") if missing else []
+    return titles | {pk: str((metadata or {}).get("title") or "") for pk, metadata in rows}
 
 
 def evidence_for_part(evidence: Sequence[EvidenceItem], numbers: Sequence[int]) -> tuple[EvidenceItem, ...]:

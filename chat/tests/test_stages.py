@@ -255,6 +255,20 @@ def test_document_titles_are_the_references_documents_titles(kb):
     assert document_titles([]) == {}
 
 
+@pytest.mark.django_db
+def test_document_titles_the_search_loaded_cost_no_query(kb, django_assert_num_queries):
+    from chat.pipeline.stages import document_titles
+    from knowledge.models import Document
+
+    stored = Document.objects.create(kb=kb, name="b.txt", sha256="b" * 64, metadata={"title": "Stored title"})
+    loaded = Candidate(chunk_id=1, doc_id=stored.pk + 1, doc_name="a.txt", text="x", doc_title="Loaded title")
+    with django_assert_num_queries(0):
+        assert document_titles([loaded]) == {stored.pk + 1: "Loaded title"}
+    unloaded = Candidate(chunk_id=2, doc_id=stored.pk, doc_name="b.txt", text="y")
+    with django_assert_num_queries(1):
+        assert document_titles([loaded, unloaded]) == {stored.pk + 1: "Loaded title", stored.pk: "Stored title"}
+
+
 def test_evidence_coverage_counts_a_translated_question():
     from agentic_rag.llm.extractive import simple_tokenize
     from chat.pipeline.stages import evidence_coverage

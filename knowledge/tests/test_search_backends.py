@@ -302,6 +302,8 @@ def test_it_loads_chunk_info_for_live_chunks_of_the_kb(kb, docs, backend):
     assert loaded.chapter_level_1 == "Inspection"
     assert "GB 50204-2015" in loaded.tags
     assert loaded.tokens.split() == analyze(index_text(child))
+    assert loaded.doc_title == docs["curing"].metadata["title"] != ""
+    assert loaded.candidate().doc_title == loaded.doc_title
     assert backend.chunks(kb, []) == {}
 
 
