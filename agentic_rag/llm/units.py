@@ -466,6 +466,10 @@ def _key_of(line: str) -> str:
     return pairs[0][2].strip() if len(pairs) >= 2 else pairs[0][0].strip()
 
 
+# A column of names, matched against a header cell (stripped): its cell names the row (Unit.name).
+_NAME_COLUMN = re.compile(r"名称|名字|name", re.IGNORECASE)
+
+
 def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
     """Each body row of a table, written with its header; its first cell; and its cell under a
     column of names other than the first (Unit.name), or ""."""
@@ -482,9 +486,6 @@ def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
         pairs = [f"{name}{colon}{cell}" if name and name != "#" else cell for name, cell in zip(header, row, strict=False) if cell]
         if pairs:
             yield joiner.join(pairs), row[0] if row else "", row[names] if names is not None and names < len(row) else ""
-
-
-_NAME_COLUMN = re.compile(r"名称|名字|\s*name\s*", re.IGNORECASE)
 
 
 def _is_header(cells: list[str]) -> bool:

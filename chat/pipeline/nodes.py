@@ -176,8 +176,7 @@ def _retrieve(run: ChatRun) -> Outcome:
         limit = max(limit, len(search.references))
     else:
         _gate_weak_evidence(run, search)
-    titles = stages.document_titles(search.references[:limit])
-    evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run), titles=titles)
+    evidence = stages.number_evidence(search.references, tool_results, limit=limit, url_for=_url_for(run))
     evidence += fact_evidence(run.facts, len(evidence) + 1)  # what the user told us, cited as MEMORY
     found: dict[str, Any] = {"tool_results": tool_results, "evidence": evidence,
                              "incomplete": "; ".join(search.incomplete), "search_warnings": search.warnings}

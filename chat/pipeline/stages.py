@@ -283,17 +283,16 @@ def number_evidence(
     *,
     limit: int,
     url_for: Callable[[Candidate], str] = lambda candidate: "",
-    titles: Mapping[int, str] | None = None,
 ) -> tuple[EvidenceItem, ...]:
     """Number KB references from 1, then the successful tool outputs after them.
 
     A reference the graph agent chose (it states a relation or sums up a community) keeps
     that label as its section, so the prompt and the reader see what it was chosen for.
     A web passage (a reference DeepSearch found on the web, or a page a tool read) is a WEB
-    item linking to its page. A KB item carries its document's title from `titles` (by
-    document id), which frames every passage of the document for the reader.
+    item linking to its page. A KB item carries its document's title, which frames every
+    passage of the document for the reader.
     """
-    items = [_reference_item(n, c, url_for, titles or {}) for n, c in enumerate(references[:limit], 1)]
+    items = [_reference_item(n, c, url_for) for n, c in enumerate(references[:limit], 1)]
     for result in (result for result in tool_results if result.ok):
         if result.sources:
             items += [
@@ -305,12 +304,12 @@ def number_evidence(
     return tuple(items)
 
 
-def _reference_item(n: int, c: Candidate, url_for: Callable[[Candidate], str], titles: Mapping[int, str]) -> EvidenceItem:
+def _reference_item(n: int, c: Candidate, url_for: Callable[[Candidate], str]) -> EvidenceItem:
     if c.metadata.get("web_url"):
         return EvidenceItem(n, "WEB", c.doc_name, c.text, section=c.section, score=float(c.score), url=c.metadata["web_url"])
     return EvidenceItem(
         n, "KB", c.doc_name, c.text, c.doc_id, c.chunk_id, c.metadata.get("graph") or c.section,
-        float(c.score), url_for(c), graph=c.metadata.get("graph", ""), title=titles.get(c.doc_id, ""),
+        float(c.score), url_for(c), graph=c.metadata.get("graph", ""), title=c.doc_title or "",
     )
 
 

@@ -120,7 +120,9 @@ def test_it_numbers_kb_evidence_first_then_successful_tool_outputs():
 def test_a_kb_item_carries_its_documents_title_into_the_prompt():
     from chat.pipeline.prompt import document_element
 
-    items = number_evidence([candidate(7, "002_a04.md")], [], limit=1, titles={1: "AI 对话功能 - 实现逻辑"})
+    titled = candidate(7, "002_a04.md")
+    titled.doc_title = "AI 对话功能 - 实现逻辑"
+    items = number_evidence([titled], [], limit=1)
 
     assert items[0].title == "AI 对话功能 - 实现逻辑"
     assert document_element(items[0]).startswith('<document id="1" doc="002_a04.md" title="AI 对话功能 - 实现逻辑" section=')
