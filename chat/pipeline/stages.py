@@ -6,6 +6,7 @@ wires all of them to the declared graph.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -128,6 +129,11 @@ def collect_search(results: Sequence[RetrievalResult]) -> KbSearch:
 CROSSLINGUAL_EVIDENCE_MIN = 0.25
 
 
+# "…集合叫什么名字？", "又称为什么": words that ask what a thing is called. The passage that
+# names it ("集合名 | t_kngs_…_child") does not repeat them, so they are not counted as terms it lacks.
+_ASKS_WHAT_CALLED = re.compile(r"[又也还]?(?:叫做|叫|称为|称作|名为)什么(?:名字|名称)?")
+
+
 def evidence_coverage(
     question: str, references: Sequence[Candidate], *, tokenize: Callable[[str], list[str]],
     expand: Callable[[str], list[str]] = lambda q: [q], titles: Mapping[int, str] | None = None,
@@ -138,9 +144,10 @@ def evidence_coverage(
     A question names the document or chapter it asks about as often as the passage's own words,
     and a passage of a small section holds its headings only above it. Each cross-language variant
     of the question counts, as it did in retrieval, so an English question about a Chinese passage
-    is measured against its translated terms.
+    is measured against its translated terms. Words that ask what a thing is called (叫什么名字) are
+    not its terms.
     """
-    variants = [set(tokenize(q)) for q in expand(question)]
+    variants = [set(tokenize(q)) for q in expand(_ASKS_WHAT_CALLED.sub(" ", question))]
     variants = [terms for terms in variants if terms]
     if not variants:
         return 1.0  # nothing to measure: leave the decision to retrieval

@@ -241,6 +241,18 @@ def test_evidence_coverage_reads_a_passage_under_its_chapters_and_its_documents_
     assert other_document == under_chapter
 
 
+@pytest.mark.parametrize("question", ["子文档集合叫什么名字？", "子文档集合又称为什么？", "子文档集合叫什么？"])
+def test_evidence_coverage_leaves_out_the_words_that_ask_what_a_thing_is_called(question):
+    from chat.pipeline.stages import evidence_coverage
+    from knowledge.analysis import analyze
+
+    # The row that names the collection does not repeat "叫什么名字": those words ask, they are not its subject.
+    reference = [_reference("集合名 | 粒度\n`plan_child` | 子文档(段落级切片)", "集合结构")]
+    subject_only = evidence_coverage("子文档集合", reference, tokenize=analyze)
+
+    assert evidence_coverage(question, reference, tokenize=analyze) == pytest.approx(subject_only)
+
+
 @pytest.mark.django_db
 def test_document_titles_are_the_references_documents_titles(kb):
     from chat.pipeline.stages import document_titles
