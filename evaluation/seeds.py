@@ -123,16 +123,21 @@ def _cell(value: float | None, count: int) -> str:
 # --- CMRC2018: does the answer hold a gold span? -----------------------------------------------
 
 
-def gold_span_dataset(path: Path, *, limit: int) -> Dataset:
-    """A SQuAD-layout file's paragraphs, and its first `limit` questions with every gold answer as
-    alternatives of one keyword: keyword pass is then the share of answers holding a gold span."""
+def gold_span_dataset(path: Path, *, limit: int, offset: int = 0) -> Dataset:
+    """A SQuAD-layout file's paragraphs, and `limit` of its questions from the `offset`-th, with
+    every gold answer as alternatives of one keyword: keyword pass is then the share of answers
+    holding a gold span. The paragraphs are all of them, whichever questions are asked.
+
+    An offset past the reported questions gives a slice to tune the reader on, so that the first
+    ones stay a figure nobody tuned against."""
     dataset = read_squad(path)
     spans = _gold_spans(path)
     questions = [
         replace(question, expected_keywords=(spans[question.id],)) if spans.get(question.id) else question
-        for question in dataset.questions[:limit]
+        for question in dataset.questions[offset : offset + limit]
     ]
-    return replace(dataset, name=f"{dataset.name}-gold-span-{limit}", questions=questions)
+    suffix = f"{offset}-{offset + limit}" if offset else f"{limit}"
+    return replace(dataset, name=f"{dataset.name}-gold-span-{suffix}", questions=questions)
 
 
 def _gold_spans(path: Path) -> dict[str, list[str]]:

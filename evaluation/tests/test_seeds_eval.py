@@ -320,9 +320,13 @@ def test_gold_span_questions_take_every_gold_answer_as_alternatives(tmp_path):
     path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
 
     dataset = gold_span_dataset(path, limit=2)
+    past_them = gold_span_dataset(path, limit=2, offset=2)
 
     assert [q.expected_keywords for q in dataset.questions] == [(["山海关", "东起山海关"],), (["嘉峪关"],)]
     assert len(dataset.passages) == 2
+    # A tuning slice asks the questions after the reported ones, over the same paragraphs.
+    assert [q.id for q in past_them.questions] == ["q3"] and len(past_them.passages) == 2
+    assert past_them.name != dataset.name
 
 
 @pytest.mark.django_db(transaction=True)

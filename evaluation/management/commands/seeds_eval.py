@@ -1,6 +1,6 @@
 """manage.py seeds_eval --seeds DIR [--as md|txt|both] [--half tune|tune-2|report|both|all] [--set FILE ...]
 [--embedder NAME] [--user NAME] [--agent TYPE] [--report [FILE]]
-| seeds_eval --cmrc FILE [--limit 300] [--report [FILE]]"""
+| seeds_eval --cmrc FILE [--limit 300] [--offset N] [--report [FILE]]"""
 
 from __future__ import annotations
 
@@ -57,6 +57,9 @@ class Command(BaseCommand):
                             help="instead: a SQuAD-layout file (CMRC2018 dev); its paragraphs go to a fresh KB "
                                  f"'{CMRC_KB}' and its first --limit questions are asked")
         parser.add_argument("--limit", type=int, default=300, help="with --cmrc: how many questions (default 300)")
+        parser.add_argument("--offset", type=int, default=0,
+                            help="with --cmrc: skip this many questions first (a slice to tune on, apart from "
+                                 "the first --limit that are reported)")
         parser.add_argument("--report", nargs="?", const="", metavar="FILE",
                             help="also write a Markdown report (date, commit, command, tables) to FILE, "
                                  "default var/reports/seeds-eval-<time>.md")
@@ -143,7 +146,7 @@ class Command(BaseCommand):
     def _cmrc(self, options: dict) -> None:
         user = _user(options["user"])
         try:
-            dataset = gold_span_dataset(options["cmrc"], limit=options["limit"])
+            dataset = gold_span_dataset(options["cmrc"], limit=options["limit"], offset=options["offset"])
         except (DatasetError, OSError, ValueError, KeyError) as exc:
             raise CommandError(f"{options['cmrc']}: {exc}") from None
         kb = fresh_kb(CMRC_KB, "CMRC2018 gold spans", user)
@@ -160,7 +163,9 @@ class Command(BaseCommand):
             for failure in evaluation.failures():
                 self.stdout.write(f"    FAIL {failure['qid']}: {failure['question']} — {failure['why']}")
         if options["report"] is not None:
-            title = f"CMRC gold spans: first {options['limit']} questions of {options['cmrc'].name}"
+            asked = f"questions {options['offset'] + 1}–{options['offset'] + options['limit']}" if options["offset"] else (
+                f"first {options['limit']} questions")
+            title = f"CMRC gold spans: {asked} of {options['cmrc'].name}"
             path = write_report(Path(options["report"]) if options["report"] else default_report_path("cmrc-gold-span"),
                                 title, [answer_table("keyword_pass = the answer holds a gold span", evaluation)],
                                 command=invoked_as("seeds_eval", options, option_flags(self, "seeds_eval")))
