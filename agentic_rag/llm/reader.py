@@ -58,6 +58,11 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     # Asks for a date: "When was it created?", "哪天发布的？". Not "When does shortcut C
     # trigger?", which asks for a condition.
     "date": re.compile(r"\bwhen (?:was|were|did)\b|\b(?:what|which) (?:date|day|year)\b|日期|哪天|哪一天|哪年|什么时候(?:创建|发布|编写|上线|更新)|何时(?:创建|发布|编写|上线|更新)", re.I),
+    # Asks for another name of the thing: "松鸦又可以叫什么？", "扬子克拉通又叫什么？", "What else is it called?"
+    "alias": re.compile(
+        r"[又还也亦](?:可以|可|被)?(?:叫|称|名)|别名|别称|俗称|其[他它]名|另一?个?名|"
+        r"\b(?:also|otherwise) (?:known as|called|named)\b|\bwhat else (?:is|are|was|were)\b[^?]{0,60}?\bcalled\b|\bother names?\b|\bnicknames?\b",
+        re.I),
 }
 # Words that name the kind of answer, not its subject: "Which environment variable sets the
 # upload limit?" is about the upload limit; a sentence about environment variables in
@@ -100,6 +105,11 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     # Who someone is, in a design document: a role ("作者: System Architect"), an owner, a team,
     # a handle. Personal names have no pattern to match, and a design document rarely has them
     # outside such lines.
+    # Another name given beside the thing's own: "华北陆块又名华北克拉通", "松鸦（学名：…），又名㭴鸟".
+    "alias": re.compile(
+        r"又名|又称|又叫|亦称|亦名|也称|也叫|别名|别称|俗称|简称|或称|旧称|古称|原名|又作|一称|通称|又译"
+        r"|\b(?:also|otherwise|commonly|better) (?:known as|called|named)\b|\bknown as\b|\ba\.?k\.?a\.?\b|\bnicknamed\b",
+        re.I),
     "person": re.compile(
         r"作者|负责人|所有者|维护者|维护人|团队|小组|部门|架构师|工程师|开发者|审批人|评审人"
         r"|\b(?:author|owner|maintainer|team|architect|engineer|developer|reviewer|approver)s?\b|(?<![\w.])@[A-Za-z]\w+",
@@ -111,7 +121,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # "文档版本: v3.0（Router→Worker 架构）", which shares more of "Who wrote the Router to Worker
 # design?", only "作者: System Architect" names someone; beside columns named created_at, only
 # "创建日期: 2025-01-19" holds a date.
-_PARTICULAR_FACTS = ("port", "person", "date")
+_PARTICULAR_FACTS = ("port", "person", "date", "alias")
 PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
 MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",

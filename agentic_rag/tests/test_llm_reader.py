@@ -681,6 +681,17 @@ def test_a_question_asking_a_date_quotes_the_line_that_holds_one():
     assert "date" not in expected_answer_types("When does shortcut C trigger?")  # a condition, not a date
 
 
+def test_a_question_asking_another_name_quotes_the_sentence_that_gives_one():
+    from knowledge.analysis import analyze
+
+    text = ("在欧洲，松鸦也常被当作观赏鸟。他辨别出松鸦与其他鸦类的相同之处。"
+            "松鸦（学名：Garrulus glandarius），又名㭴鸟、橿鸟，是一种分布极广泛的鸦科动物。")
+    reading = read("松鸦又可以叫什么？", [Passage("1", text, 0, "松鸦")], tokenize=analyze)
+    assert "又名㭴鸟" in reading.picks[0].unit.text
+    assert "alias" in expected_answer_types("What else is the Eurasian jay called?")
+    assert "alias" not in expected_answer_types("Milvus 里子文档集合叫什么名字？")  # its name, not another one
+
+
 def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_latin_letters():
     from knowledge.analysis import analyze
     from knowledge.fusion import expand_query
