@@ -58,6 +58,12 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     # Asks for a date: "When was it created?", "哪天发布的？". Not "When does shortcut C
     # trigger?", which asks for a condition.
     "date": re.compile(r"\bwhen (?:was|were|did)\b|\b(?:what|which) (?:date|day|year)\b|日期|哪天|哪一天|哪年|什么时候(?:创建|发布|编写|上线|更新)|何时(?:创建|发布|编写|上线|更新)", re.I),
+    # Asks for written works: "邵伯温曾写过什么著作？", "曹文埴写过什么作品？"
+    "works": re.compile(r"著作|作品|著述|著有|写过什么|写了什么|\bwhat (?:books|novels|poems) did\b", re.I),
+    # Asks for a colour: "青斑阿南鱼的雄鱼是什么颜色的？"
+    "colour": re.compile(r"颜色|体色|什么色|\bcolou?rs?\b", re.I),
+    # Asks how an animal lives: "白尾雀鲷的生活习性是什么样的？", "栖息环境"
+    "habits": re.compile(r"习性|栖息|生活环境|\bhabits?\b|\bhabitats?\b", re.I),
     # Asks for another name of the thing: "松鸦又可以叫什么？", "扬子克拉通又叫什么？", "What else is it called?"
     "alias": re.compile(
         r"[又还也亦](?:可以|可|被)?(?:叫|称|名)|别名|别称|俗称|其[他它]名|另一?个?名|"
@@ -102,14 +108,20 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*+\.?+\s++(?:\d{1,2},?\s++)?(?:19|20)\d\d\b",
         re.I,
     ),
-    # Who someone is, in a design document: a role ("作者: System Architect"), an owner, a team,
-    # a handle. Personal names have no pattern to match, and a design document rarely has them
-    # outside such lines.
+    # A title between book-title marks: "《邵氏闻见录》".
+    "works": re.compile(r"《[^《》\n]{1,40}》"),
+    # A colour: "红色", "蓝黑近紫色", "体呈银白", "olive-green".
+    "colour": re.compile(r"[红橙黄绿青蓝紫黑白灰褐棕粉金银赤乳]+[色]|体呈|\b(?:red|orange|yellow|green|blue|purple|black|white|grey|gray|brown|pink)(?:ish)?\b", re.I),
+    # How an animal lives: where, on what, when it is active.
+    "habits": re.compile(r"栖息|觅食|以[^，。；\n]{1,12}为食|食性|杂食|肉食|草食|群居|独居|夜行|昼行|生活于|生活在|繁殖|洄游|\b(?:lives? in|feeds? on|nocturnal|diurnal)\b", re.I),
     # Another name given beside the thing's own: "华北陆块又名华北克拉通", "松鸦（学名：…），又名㭴鸟".
     "alias": re.compile(
         r"又名|又称|又叫|亦称|亦名|也称|也叫|别名|别称|俗称|简称|或称|旧称|古称|原名|又作|一称|通称|又译"
         r"|\b(?:also|otherwise|commonly|better) (?:known as|called|named)\b|\bknown as\b|\ba\.?k\.?a\.?\b|\bnicknamed\b",
         re.I),
+    # Who someone is, in a design document: a role ("作者: System Architect"), an owner, a team,
+    # a handle. Personal names have no pattern to match, and a design document rarely has them
+    # outside such lines.
     "person": re.compile(
         r"作者|负责人|所有者|维护者|维护人|团队|小组|部门|架构师|工程师|开发者|审批人|评审人"
         r"|\b(?:author|owner|maintainer|team|architect|engineer|developer|reviewer|approver)s?\b|(?<![\w.])@[A-Za-z]\w+",
@@ -120,8 +132,10 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # hold the general kinds too: "FastAPI 0.128" holds a number, "FastAPI (:5050)" a port; beside
 # "文档版本: v3.0（Router→Worker 架构）", which shares more of "Who wrote the Router to Worker
 # design?", only "作者: System Architect" names someone; beside columns named created_at, only
-# "创建日期: 2025-01-19" holds a date.
-_PARTICULAR_FACTS = ("port", "person", "date", "alias")
+# "创建日期: 2025-01-19" holds a date. In encyclopedic text, another name (又名), written works
+# (《…》), a colour or an animal's habits (栖息于…) tell the answer from sentences about the same
+# subject as well.
+_PARTICULAR_FACTS = ("port", "person", "date", "alias", "works", "colour", "habits")
 PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
 MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",

@@ -692,6 +692,21 @@ def test_a_question_asking_another_name_quotes_the_sentence_that_gives_one():
     assert "alias" not in expected_answer_types("Milvus 里子文档集合叫什么名字？")  # its name, not another one
 
 
+@pytest.mark.parametrize(("question", "text", "answer"), [
+    ("邵伯温曾写过什么著作？",
+     "邵伯温是邵雍之子。邵伯温曾任多地官职，为人正直。邵伯温著有《邵氏闻见录》二十卷。", "《邵氏闻见录》"),
+    ("青斑阿南鱼的雄鱼是什么颜色的？",
+     "青斑阿南鱼的雄鱼体型较大。青斑阿南鱼的雄鱼领域性强。雄鱼体呈橄榄绿色，具蓝色斑点。", "橄榄绿色"),
+    ("白尾雀鲷的生活习性是什么样的？",
+     "白尾雀鲷的生活区域很广。白尾雀鲷是一种小型鱼类，体长可达8公分。白尾雀鲷栖息于珊瑚礁区，以浮游动物为食。", "栖息于珊瑚礁区"),
+])
+def test_a_question_asking_works_a_colour_or_habits_quotes_the_sentence_that_states_them(question, text, answer):
+    from knowledge.analysis import analyze
+
+    reading = read(question, [Passage("1", text, 0, "")], tokenize=analyze)
+    assert answer in reading.picks[0].unit.text
+
+
 def test_an_english_which_question_over_chinese_text_is_answered_by_a_name_in_latin_letters():
     from knowledge.analysis import analyze
     from knowledge.fusion import expand_query
