@@ -57,7 +57,12 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "person": re.compile(rf"谁|哪位|哪个(?:人|团队|部门|小组|同事)|{ASKS_WHO}", re.I),
     # Asks for a date: "When was it created?", "哪天发布的？". Not "When does shortcut C
     # trigger?", which asks for a condition.
-    "date": re.compile(r"\bwhen (?:was|were|did)\b|\b(?:what|which) (?:date|day|year)\b|日期|哪天|哪一天|哪年|什么时候(?:创建|发布|编写|上线|更新)|何时(?:创建|发布|编写|上线|更新)", re.I),
+    # Or when an event happened: "郭麐在哪一年去世？", "是从什么时候开始的？", "什么时间出版的？".
+    "date": re.compile(
+        r"\bwhen (?:was|were|did)\b|\b(?:what|which) (?:date|day|year)\b|日期|哪一?天|哪一?年|何年"
+        r"|(?:什么时候|什么时间|何时)(?:创建|发布|编写|上线|更新|去世|逝世|出生|成立|建成|建立|创立|创办|开通|开业|开始"
+        r"|出版|发行|举行|登基|即位|完成|结束|开幕|竣工|通车|首播|播出)",
+        re.I),
     # Asks for written works: "邵伯温曾写过什么著作？", "曹文埴写过什么作品？"
     "works": re.compile(r"著作|作品|著述|著有|写过什么|写了什么|\bwhat (?:books|novels|poems) did\b", re.I),
     # Asks for a colour: "青斑阿南鱼的雄鱼是什么颜色的？"

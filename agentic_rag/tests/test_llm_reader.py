@@ -681,6 +681,16 @@ def test_a_question_asking_a_date_quotes_the_line_that_holds_one():
     assert "date" not in expected_answer_types("When does shortcut C trigger?")  # a condition, not a date
 
 
+def test_a_question_asking_when_an_event_happened_quotes_the_sentence_that_dates_it():
+    from knowledge.analysis import analyze
+
+    text = "郭麐在杭州去世后，其诗文由门人整理刊行。郭麐去世的消息传开，友人作诗悼念。郭麐于1831年去世，享年六十五。"
+    reading = read("郭麐在哪一年去世？", [Passage("1", text, 0, "")], tokenize=analyze)
+    assert "1831年" in reading.picks[0].unit.text
+    assert "date" in expected_answer_types("青少年机器人世界杯是从什么时候开始的？")
+    assert "date" not in expected_answer_types("熔断器什么时候打开？")  # a condition, not a date
+
+
 def test_a_question_asking_another_name_quotes_the_sentence_that_gives_one():
     from knowledge.analysis import analyze
 
