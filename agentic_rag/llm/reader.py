@@ -69,6 +69,10 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     "colour": re.compile(r"颜色|体色|什么色|\bcolou?rs?\b", re.I),
     # Asks how an animal lives: "白尾雀鲷的生活习性是什么样的？", "栖息环境"
     "habits": re.compile(r"习性|栖息|生活环境|\bhabits?\b|\bhabitats?\b", re.I),
+    # Asks where a living thing is classed: "松鸦属于什么科目？", "唐鱼是什么科的其中一种？"
+    "taxon": re.compile(r"(?:什么|哪个?|哪一)科(?![技学研])|什么(?:属|目|纲|门)(?:的|动物|植物)|\b(?:which|what) (?:family|genus)\b", re.I),
+    # Asks for a posthumous name: "魏裔介的谥号是什么？"
+    "posthumous": re.compile(r"谥号|谥|庙号|\bposthumous name\b", re.I),
     # Asks for another name of the thing: "松鸦又可以叫什么？", "扬子克拉通又叫什么？", "What else is it called?"
     "alias": re.compile(
         r"[又还也亦](?:可以|可|被)?(?:叫|称|名)|别名|别称|俗称|其[他它]名|另一?个?名|"
@@ -119,6 +123,10 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     "colour": re.compile(r"[红橙黄绿青蓝紫黑白灰褐棕粉金银赤乳]+[色]|体呈|\b(?:red|orange|yellow|green|blue|purple|black|white|grey|gray|brown|pink)(?:ish)?\b", re.I),
     # How an animal lives: where, on what, when it is active.
     "habits": re.compile(r"栖息|觅食|以[^，。；\n]{1,12}为食|食性|杂食|肉食|草食|群居|独居|夜行|昼行|生活于|生活在|繁殖|洄游|\b(?:lives? in|feeds? on|nocturnal|diurnal)\b", re.I),
+    # A rank of a living thing's classification: "鸦科动物", "辐鳍鱼纲鲈形目隆头鱼科".
+    "taxon": re.compile(r"[\u4e00-\u9fff](?:亚科|亚目|科|属|目|纲)(?![学技室研普生员长于性录])|\b(?:family|genus)\s+[A-Z][a-z]+", re.I),
+    # A posthumous or temple name: "谥文毅", "谥号蜀献王", "庙号太宗".
+    "posthumous": re.compile(r"谥|庙号|\bposthumous(?:ly)?\b"),
     # Another name given beside the thing's own: "华北陆块又名华北克拉通", "松鸦（学名：…），又名㭴鸟".
     "alias": re.compile(
         r"又名|又称|又叫|亦称|亦名|也称|也叫|别名|别称|俗称|简称|或称|旧称|古称|原名|又作|一称|通称|又译"
@@ -138,9 +146,9 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
 # "文档版本: v3.0（Router→Worker 架构）", which shares more of "Who wrote the Router to Worker
 # design?", only "作者: System Architect" names someone; beside columns named created_at, only
 # "创建日期: 2025-01-19" holds a date. In encyclopedic text, another name (又名), written works
-# (《…》), a colour or an animal's habits (栖息于…) tell the answer from sentences about the same
-# subject as well.
-_PARTICULAR_FACTS = ("port", "person", "date", "alias", "works", "colour", "habits")
+# (《…》), a colour, an animal's habits (栖息于…), its family (鸦科) or a posthumous name (谥文毅)
+# tell the answer from sentences about the same subject as well.
+_PARTICULAR_FACTS = ("port", "person", "date", "alias", "works", "colour", "habits", "taxon", "posthumous")
 PARTICULAR_FACT = 1.35  # on top of holding a fact of the kinds asked
 MISSING_FACT = 0.7  # for lacking the number or time asked for, or the particular kind
 # A line of code or configuration that gives a name a literal value ("VectorWeight: 0.7,",

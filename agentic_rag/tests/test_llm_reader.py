@@ -707,10 +707,14 @@ def test_a_question_asking_another_name_quotes_the_sentence_that_gives_one():
      "邵伯温是邵雍之子。邵伯温曾任多地官职，为人正直。邵伯温著有《邵氏闻见录》二十卷。", "《邵氏闻见录》"),
     ("青斑阿南鱼的雄鱼是什么颜色的？",
      "青斑阿南鱼的雄鱼体型较大。青斑阿南鱼的雄鱼领域性强。雄鱼体呈橄榄绿色，具蓝色斑点。", "橄榄绿色"),
+    ("松鸦属于什么科目？",
+     "松鸦的羽色以粉褐色为主。松鸦常被误认为其他鸟类。松鸦是一种分布极广泛的鸦科鸟类。", "鸦科"),
+    ("魏裔介的谥号是什么？",
+     "魏裔介，字石生，号贞庵。魏裔介是清初名臣。魏裔介卒后谥文毅。", "谥文毅"),
     ("白尾雀鲷的生活习性是什么样的？",
      "白尾雀鲷的生活区域很广。白尾雀鲷是一种小型鱼类，体长可达8公分。白尾雀鲷栖息于珊瑚礁区，以浮游动物为食。", "栖息于珊瑚礁区"),
 ])
-def test_a_question_asking_works_a_colour_or_habits_quotes_the_sentence_that_states_them(question, text, answer):
+def test_a_question_asking_a_particular_kind_of_fact_quotes_the_sentence_that_states_one(question, text, answer):
     from knowledge.analysis import analyze
 
     reading = read(question, [Passage("1", text, 0, "")], tokenize=analyze)
