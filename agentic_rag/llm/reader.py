@@ -72,7 +72,7 @@ _TYPE_PATTERNS: dict[str, re.Pattern[str]] = {
     # Asks where a living thing is classed: "松鸦属于什么科目？", "唐鱼是什么科的其中一种？"
     "taxon": re.compile(r"(?:什么|哪个?|哪一)科(?![技学研])|什么(?:属|目|纲|门)(?:的|动物|植物)|\b(?:which|what) (?:family|genus)\b", re.I),
     # Asks for a posthumous name: "魏裔介的谥号是什么？"
-    "posthumous": re.compile(r"谥号|谥|庙号|\bposthumous name\b", re.I),
+    "posthumous": re.compile(r"谥|庙号|\bposthumous name\b", re.I),
     # Asks for another name of the thing: "松鸦又可以叫什么？", "扬子克拉通又叫什么？", "What else is it called?"
     "alias": re.compile(
         r"[又还也亦](?:可以|可|被)?(?:叫|称|名)|别名|别称|俗称|其[他它]名|另一?个?名|"
@@ -120,7 +120,7 @@ _FACT_PATTERNS: dict[str, re.Pattern[str]] = {
     # A title between book-title marks: "《邵氏闻见录》".
     "works": re.compile(r"《[^《》\n]{1,40}》"),
     # A colour: "红色", "蓝黑近紫色", "体呈银白", "olive-green".
-    "colour": re.compile(r"[红橙黄绿青蓝紫黑白灰褐棕粉金银赤乳]+[色]|体呈|\b(?:red|orange|yellow|green|blue|purple|black|white|grey|gray|brown|pink)(?:ish)?\b", re.I),
+    "colour": re.compile(r"[红橙黄绿青蓝紫黑白灰褐棕粉金银赤乳]+色|体呈|\b(?:red|orange|yellow|green|blue|purple|black|white|grey|gray|brown|pink)(?:ish)?\b", re.I),
     # How an animal lives: where, on what, when it is active.
     "habits": re.compile(r"栖息|觅食|以[^，。；\n]{1,12}为食|食性|杂食|肉食|草食|群居|独居|夜行|昼行|生活于|生活在|繁殖|洄游|\b(?:lives? in|feeds? on|nocturnal|diurnal)\b", re.I),
     # A rank of a living thing's classification: "鸦科动物", "辐鳍鱼纲鲈形目隆头鱼科".
