@@ -22,7 +22,6 @@ FAST = settings(max_examples=max(300, settings.default.max_examples), deadline=N
 @FAST
 @given(st.text(max_size=300))
 def test_the_calculator_answers_or_refuses_any_text_quickly(text):
-    started = time.perf_counter()
     try:
         value = evaluate(text)
     except CalculatorError:
@@ -30,7 +29,18 @@ def test_the_calculator_answers_or_refuses_any_text_quickly(text):
     else:
         assert isinstance(value, int | float) and not isinstance(value, bool)
         assert not (isinstance(value, float) and math.isnan(value))
-    assert time.perf_counter() - started < 0.1
+    # The faster of two tries: a slow text is slow every time, a pause of the machine (a CI run
+    # once took 0.43 s on 13 characters the calculator refuses at once) is not.
+    assert min(_seconds_to_evaluate(text), _seconds_to_evaluate(text)) < 0.1
+
+
+def _seconds_to_evaluate(text: str) -> float:
+    started = time.perf_counter()
+    try:
+        evaluate(text)
+    except CalculatorError:
+        pass
+    return time.perf_counter() - started
 
 
 small_ints = st.integers(min_value=-1000, max_value=1000)
