@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from agentic_rag.llm.units import has_cjk
 from knowledge.analysis import analyze
 from knowledge.fusion import expand_query
+from knowledge.parsing import SUPPORTED_EXTENSIONS
 
 MAX_CHOICES = 3
 
@@ -87,7 +88,11 @@ class Asked:
 
 # --- scope -------------------------------------------------------------------------------------
 
-_FILE = re.compile(r"(?i)(?<![\w./-])([\w\u4e00-\u9fff][\w\u4e00-\u9fff.-]{0,80}\.(?:md|markdown|pdf|docx?|txt|html?|csv|xlsx?|pptx?|json|ya?ml|rst))\b")
+# A file of a kind a KB holds ("03-retrieval.md", "方案.pdf"). Another kind ("docker-compose.yaml",
+# "config.json") cannot be a document here: it is a file the documents describe, not one missing.
+_FILE = re.compile(
+    rf"(?i)(?<![\w./-])([\w\u4e00-\u9fff][\w\u4e00-\u9fff.-]{{0,80}}\.(?:{'|'.join(sorted(e.lstrip('.') for e in SUPPORTED_EXTENSIONS))}))\b"
+)
 # A title in 《》 or quotes is a scope only when the question looks inside it; 《红楼梦》的作者 asks about a book.
 _TITLE_INSIDE = re.compile(r"[《「『“\"]([^》」』”\"]{2,80})[》」』”\"]\s*(?:这篇|一文|文档|文件|里面|里|中|document|doc\b|file\b)")
 _CHAPTER = re.compile(r"(?i)第\s*([0-9一二三四五六七八九十]{1,3})\s*[章节篇部]|\b(?:chapter|section)\s+(\d{1,3}(?:\.\d{1,3})*)\b")

@@ -131,6 +131,14 @@ def test_a_document_nobody_holds_offers_the_nearest_names():
     assert found.choices[0].message == "What does 03-retrieval.md say about fusion?"
 
 
+def test_a_file_of_a_kind_no_kb_holds_is_one_the_documents_describe_not_a_missing_document():
+    library = FakeLibrary(docs=[DocRef(DOCS_KB, name) for name in REPO_DOCS])
+    for question in ("Which host port does the postgres service in docker-compose.yaml publish?",
+                     "config.json 里的 timeout 是多少？", "What does deploy.yml run first?"):
+        assert run(asked(question), library) is None, question
+    assert run(asked("What does deploy-guide.pdf say about ports?"), library).kind == "scope"
+
+
 def test_a_chapter_the_kb_lacks_offers_its_chapters():
     found = run(asked("第12章讲了什么？"), FakeLibrary(chapter_numbers={"1", "2"}))
     assert found.kind == "scope" and "第12章" in found.question
