@@ -159,6 +159,9 @@ _SETS_VALUE = re.compile(
     r"""\s*+,?+\s*+(?:(?://|#).*)?$"""
 )
 _VALUE_FACTS = frozenset({"number", "time", "threshold", "version"})
+# A key given a word as its value in code or data ('{"status":"execution_log", …}', "mode = 'custom'"):
+# the value answers "which status …" when the question names the key, as a value answers "how many".
+_KEY_GETS_WORD = re.compile(r"""["']?+([A-Za-z_][\w-]{0,40}+)["']?+\s*+[:=]\s*+["']([A-Za-z_][\w.-]{0,60}+)["']""")
 _LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_.-]{2,60}+")
 # Three letters at least: "bm25", "e5" and "gb50204" are names of their own.
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
@@ -545,13 +548,21 @@ def _fitness(asked: _Asked, item: _Located, introduces_list: bool = False) -> fl
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
     if asked.declared(unit):
         factor *= 1.35  # the name asked for, as a number is to "how many"
-    elif unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)):
+    elif unit.is_code and not asked.wants_code and not (facts & _VALUE_FACTS and _SETS_VALUE.match(unit.text)) and not (
+        "name" in facts and _gives_named_key_a_word(unit.text, asked)
+    ):
         factor *= 0.1
     if len(unit.text.replace(" ", "")) < 6:
         factor *= 0.5
     if len(item.terms) > 30:
         factor *= math.sqrt(30 / len(item.terms))  # a long list of topics covers words, not the question
     return factor
+
+
+def _gives_named_key_a_word(text: str, asked: _Asked) -> bool:
+    return any(
+        key.casefold() in asked.words and value.casefold() not in asked.words for key, value in _KEY_GETS_WORD.findall(text)
+    )
 
 
 def _holds_fact(kind: str, text: str, asked: _Asked) -> bool:

@@ -640,6 +640,28 @@ def test_a_question_not_asking_a_value_still_does_not_quote_code():
     assert "VectorWeight" not in body and "执行知识检索" in body
 
 
+def test_a_question_naming_a_key_quotes_the_line_of_data_that_gives_it_a_word():
+    from knowledge.analysis import analyze
+
+    contract = "\n".join([
+        "```json",
+        '{"status":"start"}',
+        '{"status":"execution_log","content":{"node":"...","input":{},"output":{}}}',
+        '{"status":"done"}',
+        "```",
+    ])
+    passages = [
+        Passage("1", contract, 0, section="6.4.1 StreamEvent 最小合同"),
+        Passage("2", "Tracing records the input and output of each stage for debugging.", 1, section="5.5 可观测性"),
+    ]
+
+    named = read("Which status value carries per-node input and output details?", passages, tokenize=analyze)
+    unnamed = read("Which event carries per-node input and output details?", passages, tokenize=analyze)
+
+    assert "execution_log" in named.picks[0].unit.text
+    assert not any("execution_log" in pick.unit.text for pick in unnamed.picks)  # no key named: code stays code
+
+
 @pytest.mark.parametrize("question", ["How are the scores weighted?", "两路检索怎么加权？"])
 def test_asking_how_something_is_weighted_asks_for_a_number(question):
     assert "number" in expected_answer_types(question)
