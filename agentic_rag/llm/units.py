@@ -261,13 +261,19 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _bracket_depth(text: str, start: int, end: int, depth: int = 0) -> int:
-    """The bracket depth at end, counting from start at depth; a closing bracket never goes below 0."""
-    for char in text[start:end]:
-        if char in "（(":
+    """The bracket depth at end, counting from start at depth; a closing bracket never goes below 0.
+
+    A markup tag is a bracket too: '<cite doc_id="..." quote="...">' is not two sentences."""
+    for position in range(start, end):
+        char = text[position]
+        if char in "（(" or char == "<" and _OPENS_TAG.match(text, position + 1):
             depth += 1
-        elif char in "）)" and depth:
-            depth -= 1
+        elif depth and (char in "）)" or char == ">" and text[position - 1 : position] not in ("-", "=")):
+            depth -= 1  # not the ">" of an arrow ("A -> B")
     return depth
+
+
+_OPENS_TAG = re.compile(r"/?[A-Za-z]")
 
 
 def strip_markdown(line: str) -> str:

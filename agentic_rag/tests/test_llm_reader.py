@@ -297,6 +297,16 @@ def test_sentences_do_not_end_inside_brackets():
     ]
 
 
+def test_sentences_do_not_end_inside_a_markup_tag_but_do_after_a_comparison_or_an_arrow():
+    rule = 'Must use <cite doc_id="..." quote="...">...</cite> for citations. Never invent one.'
+    assert [u.text for u in split_units(rule)] == [
+        'Must use <cite doc_id="..." quote="...">...</cite> for citations.', "Never invent one.",
+    ]
+    assert [u.text for u in split_units("Latency stays <500ms. Then a > b. Done.")] == [
+        "Latency stays <500ms.", "Then a > b.", "Done.",
+    ]
+
+
 def test_asked_for_an_environment_variable_it_answers_with_the_one_for_the_subject():
     text = (
         "Secrets such as SECRET_KEY are read from environment variables only.\n"
