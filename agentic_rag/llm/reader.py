@@ -195,6 +195,10 @@ _POINTS_BACK = re.compile(r"(?:this|these|that|those|it|they|such)\b|这|此|该
 _QUESTION_END = re.compile(r"[?？]\s*+[”\"'」]*+\s*+$")
 # The words that make a heading a question ("有哪几种可见性？"): they say nothing of its subject,
 # and would match every question phrased the same way.
+# "Which path carries the highest weight?": the row with the largest number in that column.
+EXTREME_ROW = 1.5
+_ASKS_HIGHEST = re.compile(r"最高|最大|最多|最长|\b(?:highest|largest|biggest|greatest|most|maximum|longest)\b", re.I)
+_ASKS_LOWEST = re.compile(r"最低|最小|最少|最短|\b(?:lowest|smallest|least|fewest|minimum|shortest)\b", re.I)
 _ASKING_WORDS = re.compile(r"哪[几些个]?[种个条类]?|什么|怎么|怎样|如何|多少|几[个种条次类]|吗|呢|\b(?:what|which|who|how|many|much|when|where|why)\b", re.I)
 
 
@@ -334,13 +338,13 @@ def read(
 
     def read_one(text: str) -> list[Pick]:
         asked = _ask(text, weights, tokenize=tokenize, similarity=similarity, expand=expand, options=options)
-        scored = [_score(asked, item) for item in located]
+        scored = _with_extreme_rows([_score(asked, item) for item in located], asked, tokenize)
         if encoder is not None and not _answered_in_own_language(scored, asked):
             # No unit in the question's language covers it: the other language's units are
             # read for what they mean. Where one does, its words say more than the encoder.
             if hasattr(encoder, "prepare"):
                 encoder.prepare([text, *(item.unit.text for item in located)])
-            scored = [_score(dataclasses.replace(asked, encoder=encoder), item) for item in located]
+            scored = _with_extreme_rows([_score(dataclasses.replace(asked, encoder=encoder), item) for item in located], asked, tokenize)
         return _compose(scored, asked)
 
     picks = read_one(question)
@@ -349,6 +353,54 @@ def read(
         if best and len(picks) < options.max_units and all(best[0].unit.text != p.unit.text for p in picks):
             picks.append(best[0])
     return Reading(tuple(picks), expected_answer_types(question))
+
+
+def _with_extreme_rows(scored: list[_Scored], asked: _Asked, tokenize: Tokenize) -> list[_Scored]:
+    """scored, where the question asks for the highest or lowest of a table's column ("which
+    path carries the highest weight?"), with the row holding that extreme scored EXTREME_ROW
+    times its table's best row, and covering as much: its words are no closer to the question than the other rows',
+    its number is what answers."""
+    direction = _extreme_asked(asked.text)
+    if direction == 0:
+        return scored
+    terms = set().union(*asked.variants)  # a column named in the question's words or their translation
+    tables: dict[tuple[int, int], list[_Scored]] = {}
+    for s in scored:
+        if s.unit.kind == "row" and s.unit.table >= 0:
+            tables.setdefault((id(s.passage), s.unit.table), []).append(s)
+    extremes: dict[int, tuple[float, float]] = {}
+    for rows in tables.values():
+        cells = [_cells(s.unit.text) for s in rows]
+        for column in dict.fromkeys(name for row in cells for name in row):
+            if not terms & set(tokenize(column)):
+                continue
+            numbers = [(value, n) for n, row in enumerate(cells) if (value := _first_number(row.get(column, ""))) is not None]
+            if len(numbers) >= 2:
+                best = max(numbers, key=lambda pair: direction * pair[0])
+                if sum(1 for value, _ in numbers if value == best[0]) == 1:
+                    extremes[id(rows[best[1]])] = (max(s.score for s in rows), max(s.coverage for s in rows))
+    return [
+        dataclasses.replace(s, score=extremes[id(s)][0] * EXTREME_ROW, coverage=extremes[id(s)][1]) if id(s) in extremes else s
+        for s in scored
+    ]
+
+
+def _extreme_asked(question: str) -> int:
+    """1 when question asks for the highest of something, -1 for the lowest, else 0."""
+    if _ASKS_HIGHEST.search(question):
+        return 1
+    return -1 if _ASKS_LOWEST.search(question) else 0
+
+
+def _cells(row: str) -> dict[str, str]:
+    """A row written with its header ("路径：标签匹配，权重：1.2") as {column: cell}."""
+    pairs = (part.partition("：" if "：" in part else ": ") for part in re.split(r"，|,\s", row))
+    return {name.strip(): cell.strip() for name, colon, cell in pairs if colon and name.strip()}
+
+
+def _first_number(cell: str) -> float | None:
+    match = re.search(r"-?\d+(?:\.\d+)?", cell)
+    return float(match[0]) if match else None
 
 
 def _with_names_of_versions(tokenize: Tokenize) -> Tokenize:

@@ -672,6 +672,29 @@ def test_a_question_naming_a_key_quotes_the_line_of_data_that_gives_it_a_word():
     assert not any("execution_log" in pick.unit.text for pick in unnamed.picks)  # no key named: code stays code
 
 
+RECALL_PATHS = """| 路径 | 权重 | 描述 |
+|---|---|---|
+| 父文档向量 | 1.0 | dense+sparse 混合搜索父表 |
+| 子文档定位 | 0.8 | 子表向量搜索 → 反查父文档 |
+| 标签匹配 | 1.2 | 关键词 LIKE 匹配 tag_list 字段 |
+| 章节相似度 | 0.5 | 同章节相似度搜索 |"""
+
+
+@pytest.mark.parametrize(("question", "row"), [
+    ("哪条召回路径的权重最高？", "标签匹配"),
+    ("哪条召回路径的权重最低？", "章节相似度"),
+])
+def test_asked_for_the_highest_or_lowest_of_a_column_it_quotes_the_row_that_holds_it(question, row):
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", f"四路召回:\n{RECALL_PATHS}", 0, section="7.2 四路向量召回")]
+
+    reading = read(question, passages, tokenize=analyze)
+
+    rows = [pick.unit.text for pick in reading.picks if pick.unit.kind == "row"]
+    assert rows[0].startswith(f"路径：{row}")  # the lead-in "四路召回:" may come first
+
+
 @pytest.mark.parametrize("question", ["How are the scores weighted?", "两路检索怎么加权？"])
 def test_asking_how_something_is_weighted_asks_for_a_number(question):
     assert "number" in expected_answer_types(question)
