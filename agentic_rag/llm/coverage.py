@@ -80,7 +80,17 @@ _NAMES_SEVERAL = re.compile(r"[、,，;；/+→和与及]|\b(?:and|or)\b", re.IG
 # "port" name a topic that a sentence may state in words).
 _ASKS_AMOUNT = re.compile(
     r"多少|(?<!哪)几[个条种次轮层步项类路级秒天周]|多大|多长|多久|\bhow (?:many|much|big|large|long|often)\b"
-    r"|\bwhat (?:number|percentage)\b",
+    r"|\bwhat (?:number|percentage)\b|\bin (?:seconds|milliseconds|minutes|bytes|tokens|characters)\b"
+    r"|\b(?:vector|embedding) dimensions?\b|向量维度|维数",
+    re.IGNORECASE,
+)
+# Asks which port ("默认跑在哪个端口上？", "Which host port does … publish?"); a port is a number.
+_ASKS_PORT = re.compile(r"端口|\bports?\b", re.IGNORECASE)
+_PORT_NUMBER = re.compile(r"(?<![\d.])\d{2,5}(?![\d.])")
+# Any word that asks: a clause without one is not a part of the question to answer.
+_ASKS_SOMETHING = re.compile(
+    r"什么|哪|怎|如何|多少|多大|多长|多久|几|吗|是否|为何|为什么"
+    r"|\b(?:what|which|who|whom|whose|how|when|where|why|does|do|is|are|can|list|name)\b",
     re.IGNORECASE,
 )
 # "4K", "10MB", "5ms", "122B": the reader's numbers stand alone, these carry a unit.
@@ -221,7 +231,10 @@ def lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
         return ""
     # Every part of a compound question must ask such a fact: quotes answering its other part
     # ("Which store is used, and how large is its pool?") are a partial answer, not none.
-    whys = [_lacks_fact(part, quotes) for part in _parts(question) or [question]]
+    # A clause with no asking word says where the question asks ("Agentic RAG 接入 Langfuse 时，
+    # 采样率设成多少？"), not a part that quotes could answer instead.
+    parts = [part for part in _parts(question) if _ASKS_SOMETHING.search(part)]
+    whys = [_lacks_fact(part, quotes) for part in parts or [question]]
     return whys[0] if all(whys) else ""
 
 
@@ -236,6 +249,8 @@ def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
         return "the question asks for a setting's name and the quotes hold none"
     if _lacks_role(question, new_text):
         return "the question asks who and the quotes name no one"
+    if _ASKS_PORT.search(question) and not _PORT_NUMBER.search(new_text):
+        return "the question asks for a port and the quotes hold none"
     return ""
 
 

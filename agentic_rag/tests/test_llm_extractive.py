@@ -169,6 +169,23 @@ def test_quotes_answering_one_part_of_a_compound_question_are_not_refused_for_th
     assert not lacks_fact("长期记忆存储在哪里，保留多久？", quotes)
 
 
+def test_a_clause_saying_where_the_question_asks_is_not_a_part_quotes_answer_instead():
+    langfuse = [Quoted("特性：Langfuse 可观测性，参考项目：RAGLight，实现文件：observability.py")]
+    assert lacks_fact("Agentic RAG 系统接入 Langfuse 做可观测性时，trace 的采样率设成多少？", langfuse)
+    # Two parts that each ask are still read apart: one answered is not none.
+    assert not lacks_fact("Langfuse 的实现文件是哪个，采样率设成多少？", langfuse)
+
+
+def test_a_port_an_amount_in_seconds_or_a_vector_dimension_asked_needs_a_number_in_the_quotes():
+    mem0 = [Quoted("状态类型：长期记忆，存储位置：mem0（已部分落地，可选启用）")]
+    assert lacks_fact("GraphRAG Agent 里可选的 mem0 长期记忆服务默认跑在哪个端口上？", mem0)
+    assert lacks_fact("Which host port does the postgres service publish?", [Quoted("否则使用：POSTGRES_HOST/POSTGRES_PORT")])
+    assert not lacks_fact("Which port does the backend listen on?", [Quoted('sock.bind(("::", 5050))')])
+    assert lacks_fact("What per-node timeout, in seconds, does the pipeline set?", [Quoted("每个节点按固定顺序执行。")])
+    assert not lacks_fact("What per-node timeout, in seconds, does the pipeline set?", [Quoted("节点超时：30 秒")])
+    assert lacks_fact("What embedding dimension do the collections use?", [Quoted("集合名：t_kngs_child，用途：精确定位")])
+
+
 def test_a_names_release_is_not_the_amount_a_question_asks_for():
     version = [Quoted("组件：图谱，选型：networkx 3.6，理由：内存图操作 + 社区检测")]
     assert lacks_fact("社区检测算法的分辨率参数设为多少？", version)
