@@ -27,6 +27,7 @@ DEFAULT_MAX_CHARS = 600
 MAX_OVERLAP_LINES = 20
 _LIST_OR_HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d+(?:\.\d+)*[.)、]?\s)")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|[。！？；…]")
+_KEY_VALUE = re.compile(r"[^\s:：]{1,20}+\s*+[:：]\s*+\S")
 
 
 def is_table_row(line: str) -> bool:
@@ -129,8 +130,11 @@ def _past_overlap(text: str, following: str) -> str:
 
 
 def _opens_block(text: str) -> bool:
+    """Whether text opens on a line of its own kind: a table row, a list item, a heading, a fence,
+    or a key and its value ("文件: app/platform/memory.py"), which no sentence runs on into."""
     first = text.lstrip().splitlines()[0] if text.strip() else ""
-    return is_table_row(first) or bool(_LIST_OR_HEADING.match(first)) or first.startswith("```")
+    return (is_table_row(first) or bool(_LIST_OR_HEADING.match(first)) or first.startswith("```")
+            or _KEY_VALUE.match(first) is not None)
 
 
 def _ends_cjk(text: str) -> bool:

@@ -218,6 +218,17 @@ def test_the_lines_an_overlapping_next_chunk_repeats_are_not_joined_again():
     assert with_context_window(overlapping_prose).text == "第一句话。\n第二句话说到一半就断开了。"
 
 
+def test_a_key_and_its_value_in_the_next_chunk_start_a_line_of_their_own():
+    # The chunk ends a section; the next chunk opens the next section with "文件: …".
+    probe = candidate(1, text="三态熔断器:\n首包探测: 发送 \"hi\" (5s 超时) → 成功才发全量请求", metadata={
+        "context_after": "文件: app/platform/memory.py\n短期记忆保留最近 20 轮。",
+    })
+
+    joined = with_context_window(probe).text
+
+    assert "成功才发全量请求\n文件: app/platform/memory.py" in joined  # not "…全量请求文件: …"
+
+
 def test_the_context_window_can_be_turned_off_and_respects_the_budget():
     cut = candidate(1, text="a" * 1490 + " and", metadata={"context_after": "the rest of it. More."})
 
