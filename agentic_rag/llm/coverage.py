@@ -274,7 +274,9 @@ def _missing_kind(question: str, quotes: Sequence[Quoted], tokenize: Tokenize) -
         return "the question asks for a version and the quotes hold none"
     if _lacks_role(question, new_text):
         return "the question asks who and the quotes name no one"
-    for kind, missing in (("number", "a number"), ("time", "a time"), ("identifier", "a setting's name")):
+    if "number" in types and not _holds_number(new_text):  # "5s 超时" holds one, with its unit
+        return "the question asks for a number and the quotes hold none"
+    for kind, missing in (("time", "a time"), ("identifier", "a setting's name")):
         # A time may be written without its unit ("timeout=30"), and "how long" may ask a length.
         accepted = (_FACT_PATTERNS[kind], _FACT_PATTERNS["number"]) if kind == "time" else (_FACT_PATTERNS[kind],)
         if kind in types and not any(pattern.search(new_text) for pattern in accepted):

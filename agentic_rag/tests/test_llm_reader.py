@@ -797,3 +797,13 @@ def test_a_list_of_the_kinds_asked_for_answers_which_kinds():
 
     assert unanswered("重排序有哪几种策略？", quotes, simple_tokenize) == ""
     assert "a number" in unanswered("重排序有几种策略？", quotes, simple_tokenize)  # how many: a count
+
+
+def test_a_number_written_with_its_unit_answers_how_much():
+    from agentic_rag.llm.coverage import Quoted, unanswered
+    from knowledge.analysis import analyze
+
+    probe = [Quoted('首包探测: 发送 "hi" (5s 超时) → 成功才发全量请求', "模型路由")]
+
+    assert unanswered("首包探测的超时时间是多少？", probe, analyze) == ""
+    assert "a number" in unanswered("首包探测的超时时间是多少？", [Quoted('首包探测: 发送 "hi" 超时则放弃 → 成功才发全量请求')], analyze)
