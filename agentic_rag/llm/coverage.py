@@ -47,6 +47,9 @@ _ASKING_WORDS = frozenset(
 _BOX_DRAWING = re.compile("[\u2500-\u257f]")
 # "## 1.2 六层架构", "7.6 质量门控": a title, with no sentence in it.
 _BARE_HEADING = re.compile(r"^\s*(?:#+\s*|\d+(?:\.\d+)+\s+)[^。！？!?；;，,.]{1,40}$")
+# A line of code that opens a block ("async for mode, payload in graph.astream(…, stream_mode=
+# ["updates", "custom"]):"): its colon ends a statement, not a lead-in waiting for its list.
+_CODE_HEADER = re.compile(r"^(?:async\s+)?(?:for|if|elif|while|with)\s.+:$")
 # A lone line of code that states no value: a call, a definition, brackets.
 _CODE_LINE = re.compile(r"^\s*(?:[{}\[\]();,]+|(?:async\s+)?(?:def|class|import|from|return)\b.*|[\w.]+\(.*\)\s*;?)$")
 # "How does it work?", "是怎么实现的？": asks for a mechanism ("会怎样？" asks what happens). The
@@ -196,7 +199,7 @@ def is_fragment(text: str, question: str = "") -> bool:
     return bool(
         not stripped
         or _BOX_DRAWING.search(stripped)
-        or stripped.endswith((":", "："))
+        or stripped.endswith((":", "：")) and not _CODE_HEADER.match(stripped)
         or _BARE_HEADING.match(stripped)
         or _CODE_LINE.match(stripped)
     )

@@ -363,3 +363,12 @@ def test_the_terms_are_read_from_the_question_element_and_not_taken_for_the_ques
 )
 def test_the_names_a_question_asks_about_are_acronyms_inner_capitals_and_latin_words_in_chinese(question, names):
     assert asked_names(question) == names
+
+
+def test_a_line_of_code_that_opens_a_block_is_a_statement_not_a_lead_in():
+    from agentic_rag.llm.coverage import is_fragment
+
+    assert not is_fragment('async for mode, payload in workflow.astream(state, stream_mode=["updates", "custom"]):')
+    assert not is_fragment('if stream or response_mode == "sse":')
+    assert is_fragment("使用 LangGraph 的双流模式同时接收两种数据:")  # a lead-in waits for its block
+    assert is_fragment("The ingestion task moves a document through these states:")
