@@ -193,12 +193,13 @@ _DECLARES_NAME = re.compile(r"(?:export\s+)?(?:async\s+)?(?:class|def|func|funct
 _POINTS_BACK = re.compile(r"(?:this|these|that|those|it|they|such)\b|这|此|该|它|上述|以上|其中|其余", re.I)
 # Possessive: "\s*…\s*" around nothing would split a long run of spaces every way there is.
 _QUESTION_END = re.compile(r"[?？]\s*+[”\"'」]*+\s*+$")
+# "Which path carries the highest weight?": the row with the largest number in that column. Not
+# 最多 or "at most": "最多保留几条？" asks a limit, not which row holds the most.
+EXTREME_ROW = 1.5
+_ASKS_HIGHEST = re.compile(r"最高|最大|最长|\b(?:highest|largest|biggest|greatest|maximum|longest)\b", re.I)
+_ASKS_LOWEST = re.compile(r"最低|最小|最短|\b(?:lowest|smallest|minimum|shortest)\b", re.I)
 # The words that make a heading a question ("有哪几种可见性？"): they say nothing of its subject,
 # and would match every question phrased the same way.
-# "Which path carries the highest weight?": the row with the largest number in that column.
-EXTREME_ROW = 1.5
-_ASKS_HIGHEST = re.compile(r"最高|最大|最多|最长|\b(?:highest|largest|biggest|greatest|most|maximum|longest)\b", re.I)
-_ASKS_LOWEST = re.compile(r"最低|最小|最少|最短|\b(?:lowest|smallest|least|fewest|minimum|shortest)\b", re.I)
 _ASKING_WORDS = re.compile(r"哪[几些个]?[种个条类]?|什么|怎么|怎样|如何|多少|几[个种条次类]|吗|呢|\b(?:what|which|who|how|many|much|when|where|why)\b", re.I)
 
 
@@ -358,8 +359,8 @@ def read(
 def _with_extreme_rows(scored: list[_Scored], asked: _Asked, tokenize: Tokenize) -> list[_Scored]:
     """scored, where the question asks for the highest or lowest of a table's column ("which
     path carries the highest weight?"), with the row holding that extreme scored EXTREME_ROW
-    times its table's best row, and covering as much: its words are no closer to the question than the other rows',
-    its number is what answers."""
+    times its table's best row, and covering as much: its words are no closer to the question
+    than the other rows', its number is what answers."""
     direction = _extreme_asked(asked.text)
     if direction == 0:
         return scored
@@ -612,6 +613,7 @@ def _fitness(asked: _Asked, item: _Located, introduces_list: bool = False) -> fl
 
 
 def _gives_named_key_a_word(text: str, asked: _Asked) -> bool:
+    """Whether text gives a key the question names a word the question does not hold (_KEY_GETS_WORD)."""
     return any(
         key.casefold() in asked.words and value.casefold() not in asked.words for key, value in _KEY_GETS_WORD.findall(text)
     )

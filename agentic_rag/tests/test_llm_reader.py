@@ -695,6 +695,14 @@ def test_asked_for_the_highest_or_lowest_of_a_column_it_quotes_the_row_that_hold
     assert rows[0].startswith(f"路径：{row}")  # the lead-in "四路召回:" may come first
 
 
+def test_at_most_asks_a_limit_not_the_row_that_holds_the_most():
+    from agentic_rag.llm.reader import _extreme_asked
+
+    assert _extreme_asked("哪条召回路径的权重最高？") == 1 and _extreme_asked("Which path has the lowest weight?") == -1
+    assert _extreme_asked("每个文档最多保留几条？") == 0
+    assert _extreme_asked("How many references at most does document chat hand to the LLM?") == 0
+
+
 @pytest.mark.parametrize("question", ["How are the scores weighted?", "两路检索怎么加权？"])
 def test_asking_how_something_is_weighted_asks_for_a_number(question):
     assert "number" in expected_answer_types(question)
