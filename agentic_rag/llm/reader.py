@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .units import Unit, has_cjk, is_heading_of, split_units, strip_markdown, strip_numbering, text_language
+from .units import Unit, has_cjk, is_heading_of, row_cells, split_units, strip_markdown, strip_numbering, text_language
 
 Tokenize = Callable[[str], list[str]]
 Similarity = Callable[[str, str], float]
@@ -371,7 +371,7 @@ def _with_extreme_rows(scored: list[_Scored], asked: _Asked, tokenize: Tokenize)
             tables.setdefault((id(s.passage), s.unit.table), []).append(s)
     extremes: dict[int, tuple[float, float]] = {}
     for rows in tables.values():
-        cells = [_cells(s.unit.text) for s in rows]
+        cells = [row_cells(s.unit.text) for s in rows]
         for column in dict.fromkeys(name for row in cells for name in row):
             if not terms & set(tokenize(column)):
                 continue
@@ -391,12 +391,6 @@ def _extreme_asked(question: str) -> int:
     if _ASKS_HIGHEST.search(question):
         return 1
     return -1 if _ASKS_LOWEST.search(question) else 0
-
-
-def _cells(row: str) -> dict[str, str]:
-    """A row written with its header ("路径：标签匹配，权重：1.2") as {column: cell}."""
-    pairs = (part.partition("：" if "：" in part else ": ") for part in re.split(r"，|,\s", row))
-    return {name.strip(): cell.strip() for name, colon, cell in pairs if colon and name.strip()}
 
 
 def _first_number(cell: str) -> float | None:

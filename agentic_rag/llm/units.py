@@ -494,6 +494,13 @@ def _table_rows(lines: list[str]) -> Iterator[tuple[str, str, str]]:
             yield joiner.join(pairs), row[0] if row else "", row[names] if names is not None and names < len(row) else ""
 
 
+def row_cells(row: str) -> dict[str, str]:
+    """A row as _table_rows writes it with its header ("路径：标签匹配，权重：1.2") read back as
+    {column: cell}."""
+    pairs = (part.partition("：" if "：" in part else ": ") for part in _PAIR_SEPARATOR.split(row))
+    return {name.strip(): cell.strip() for name, colon, cell in pairs if colon and name.strip()}
+
+
 def _is_header(cells: list[str]) -> bool:
     """Whether a table's first row names its columns: short cells, none a bare number."""
     return all(len(cell) <= 40 and not _NUMBER.match(cell) for cell in cells) and sum(bool(c) for c in cells) >= 2
