@@ -151,21 +151,45 @@ def index_neighbours(texts: Mapping[tuple[int, int, int], str]) -> NeighbourLook
 
 @dataclass(frozen=True)
 class DiversityProcessor:
-    """Keep at most per_document candidates of any one document."""
+    """Keep at most per_document candidates of any one document, where another document has one
+    to put in their place.
+
+    A document's surplus gives way to other documents' candidates that score at least
+    yield_share of it. When every other document scores far below (the question is about one
+    document, and the rest matched a word or two), the surplus keeps its place: dropping it
+    would answer from the fillers.
+    """
 
     per_document: int = 3
+    yield_share: float = 0.5
     name: str = "diversity"
 
     def process(self, candidates: list[Candidate], context: PostContext) -> list[Candidate]:
-        """Return the candidates minus each document's surplus beyond per_document."""
+        """Return the candidates minus each document's surplus that others can replace."""
+        best_later = _best_later_by_other_document(candidates)
         counts: dict[int, int] = {}
         kept = []
-        for candidate in candidates:
+        for candidate, rival in zip(candidates, best_later, strict=True):
             seen = counts.get(candidate.doc_id, 0)
-            if seen < self.per_document:
-                counts[candidate.doc_id] = seen + 1
+            counts[candidate.doc_id] = seen + 1
+            if seen < self.per_document or rival < self.yield_share * candidate.score:
                 kept.append(candidate)
         return kept
+
+
+def _best_later_by_other_document(candidates: Sequence[Candidate]) -> list[float]:
+    """For each candidate, the best score after it of a candidate of another document (0 if none):
+    kept as the two best (score, document) pairs of distinct documents seen from the end."""
+    best: list[tuple[float, int]] = []
+    found = [0.0] * len(candidates)
+    for i in range(len(candidates) - 1, -1, -1):
+        candidate = candidates[i]
+        found[i] = next((score for score, doc in best if doc != candidate.doc_id), 0.0)
+        mine = [pair for pair in best if pair[1] == candidate.doc_id]
+        if not mine or mine[0][0] < candidate.score:
+            others = [pair for pair in best if pair[1] != candidate.doc_id]
+            best = sorted([*others, (candidate.score, candidate.doc_id)], reverse=True)[:2]
+    return found
 
 
 @dataclass(frozen=True)

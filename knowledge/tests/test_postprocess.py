@@ -159,6 +159,26 @@ def test_it_keeps_at_most_three_chunks_per_document():
     assert ids(DiversityProcessor(per_document=1).process(candidates, CONTEXT)) == [0, 5]
 
 
+def test_a_documents_surplus_keeps_its_place_when_other_documents_score_far_below():
+    # A question about one document: the others matched a word or two.
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5]
+    candidates = [make_candidate(i, score) for i, score in enumerate(scores)] + [make_candidate(5, 0.2, doc_id=2)]
+
+    result = DiversityProcessor().process(candidates, CONTEXT)
+
+    assert ids(result) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_documents_surplus_gives_way_to_another_document_scoring_near_it():
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5]
+    candidates = [make_candidate(i, score) for i, score in enumerate(scores)] + [make_candidate(5, 0.35, doc_id=2)]
+
+    result = DiversityProcessor().process(candidates, CONTEXT)
+
+    # 0.6 and 0.5 are below twice 0.35, and give way; the one document's best three stay.
+    assert ids(result) == [0, 1, 2, 5]
+
+
 @pytest.mark.parametrize(("count", "kept"), [(0, 0), (3, 3), (5, 5), (9, 5)])
 def test_it_truncates_to_five(count, kept):
     candidates = [make_candidate(i) for i in range(count)]
