@@ -186,6 +186,13 @@ def test_a_port_an_amount_in_seconds_or_a_vector_dimension_asked_needs_a_number_
     assert lacks_fact("What embedding dimension do the collections use?", [Quoted("集合名：t_kngs_child，用途：精确定位")])
 
 
+def test_a_vector_dimension_is_a_whole_number_not_a_weight():
+    weight = [Quoted("路径：父文档向量，权重：1.0，描述：dense+sparse 混合搜索父表")]
+    assert lacks_fact("What embedding vector dimension do the parent collections use?", weight)
+    assert lacks_fact("父表的向量维度是多少？", weight)
+    assert not lacks_fact("What embedding vector dimension do the parent collections use?", [Quoted("dense 向量：dim=1024")])
+
+
 def test_a_names_release_is_not_the_amount_a_question_asks_for():
     version = [Quoted("组件：图谱，选型：networkx 3.6，理由：内存图操作 + 社区检测")]
     assert lacks_fact("社区检测算法的分辨率参数设为多少？", version)
