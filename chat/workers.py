@@ -175,7 +175,8 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str], parts: Seque
     """
     auto = agent_type in ("", "auto")
     if len(parts) >= 2 and agent_type not in SELF_SPLITTING_AGENTS:
-        return [_part_spec(kb_slug, auto_agent(part) if auto else agent_type, part, queries[0] if queries else "") for part in parts]
+        whole = queries[0] if queries else ""
+        return [_part_spec(kb_slug, auto_agent(part) if auto else agent_type, part, whole) for part in parts]
     chosen = agent_type
     if auto:
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT

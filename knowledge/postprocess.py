@@ -166,30 +166,20 @@ class DiversityProcessor:
 
     def process(self, candidates: list[Candidate], context: PostContext) -> list[Candidate]:
         """Return the candidates minus each document's surplus that others can replace."""
-        best_later = _best_later_by_other_document(candidates)
         counts: dict[int, int] = {}
         kept = []
-        for candidate, rival in zip(candidates, best_later, strict=True):
+        for i, candidate in enumerate(candidates):
             seen = counts.get(candidate.doc_id, 0)
             counts[candidate.doc_id] = seen + 1
-            if seen < self.per_document or rival < self.yield_share * candidate.score:
+            if seen < self.per_document or not self._replaceable(candidate, candidates[i + 1 :]):
                 kept.append(candidate)
         return kept
 
-
-def _best_later_by_other_document(candidates: Sequence[Candidate]) -> list[float]:
-    """For each candidate, the best score after it of a candidate of another document (0 if none):
-    kept as the two best (score, document) pairs of distinct documents seen from the end."""
-    best: list[tuple[float, int]] = []
-    found = [0.0] * len(candidates)
-    for i in range(len(candidates) - 1, -1, -1):
-        candidate = candidates[i]
-        found[i] = next((score for score, doc in best if doc != candidate.doc_id), 0.0)
-        mine = [pair for pair in best if pair[1] == candidate.doc_id]
-        if not mine or mine[0][0] < candidate.score:
-            others = [pair for pair in best if pair[1] != candidate.doc_id]
-            best = sorted([*others, (candidate.score, candidate.doc_id)], reverse=True)[:2]
-    return found
+    def _replaceable(self, candidate: Candidate, later: Sequence[Candidate]) -> bool:
+        """Whether the best later candidate of another document (0 without one) scores at least
+        yield_share of candidate's."""
+        rival = max((other.score for other in later if other.doc_id != candidate.doc_id), default=0.0)
+        return rival >= self.yield_share * candidate.score
 
 
 @dataclass(frozen=True)

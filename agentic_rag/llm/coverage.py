@@ -87,12 +87,12 @@ _ASKS_AMOUNT = re.compile(
     r"|\b(?:vector|embedding) dimensions?\b|向量维度|维数",
     re.IGNORECASE,
 )
-# Asks which port ("默认跑在哪个端口上？", "Which host port does … publish?"); a port is a number.
+# Asks which port ("默认跑在哪个端口上？", "Which host port does … publish?") or a vector's dimension
+# ("What embedding vector dimension…", "向量维度是多少"): each is a whole number of a few digits
+# (a weight of 1.0 beside the word 向量 is no dimension).
 _ASKS_PORT = re.compile(r"端口|\bports?\b", re.IGNORECASE)
-_PORT_NUMBER = re.compile(r"(?<![\d.])\d{2,5}(?![\d.])")
-# Asks a vector's dimension ("What embedding vector dimension…", "向量维度是多少"): a whole
-# number of a few digits, as a port is; a weight of 1.0 beside the word 向量 is no dimension.
 _ASKS_DIMENSION = re.compile(r"\b(?:vector|embedding) dimensions?\b|向量维度|维数", re.IGNORECASE)
+_FEW_DIGITS = re.compile(r"(?<![\d.])\d{2,5}(?![\d.])")
 # Any word that asks: a clause without one is not a part of the question to answer.
 _ASKS_SOMETHING = re.compile(
     r"什么|哪|怎|如何|多少|多大|多长|多久|几|吗|是否|为何|为什么"
@@ -255,9 +255,9 @@ def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
         return "the question asks for a setting's name and the quotes hold none"
     if _lacks_role(question, new_text):
         return "the question asks who and the quotes name no one"
-    if _ASKS_PORT.search(question) and not _PORT_NUMBER.search(new_text):
+    if _ASKS_PORT.search(question) and not _FEW_DIGITS.search(new_text):
         return "the question asks for a port and the quotes hold none"
-    if _ASKS_DIMENSION.search(question) and not _PORT_NUMBER.search(new_text):
+    if _ASKS_DIMENSION.search(question) and not _FEW_DIGITS.search(new_text):
         return "the question asks for a vector's dimension and the quotes hold none"
     return ""
 

@@ -20,7 +20,9 @@ def test_the_plan_has_a_worker_per_part_but_agents_that_split_get_the_question_w
         RagRunSpec("kb", "hybrid_agent", (part, whole), part=part) for part in parts
     ]
     # An agent whose query is a loop of calls gets its part alone.
-    assert plan_for("kb", "react_agent", [whole], parts) == [RagRunSpec("kb", "react_agent", (part,), part=part) for part in parts]
+    assert plan_for("kb", "react_agent", [whole], parts) == [
+        RagRunSpec("kb", "react_agent", (part,), part=part) for part in parts
+    ]
     # "auto" chooses for each part: a relation goes to the graph agent.
     auto = plan_for("kb", "auto", [whole], ["When does the breaker open?", "GraphRAG 和 networkx 的关系？"])
     assert [spec.agent_type for spec in auto] == ["hybrid_agent", "graph_agent"]
