@@ -30,6 +30,7 @@ HALVES = {
     "tune-2": FIXTURES / "seeds-dev-tune-2.json",
     "tune-3": FIXTURES / "seeds-dev-tune-3.json",
     "tune-4": FIXTURES / "seeds-dev-tune-4.json",
+    "tune-5": FIXTURES / "seeds-dev-tune-5.json",
     "report": FIXTURES / "seeds-dev-report.json",
 }
 HALF_GROUPS = {"both": ("tune", "report"), "all": tuple(HALVES)}

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         parser.add_argument("--as", dest="form", choices=[*FORMS, "both"], default="both",
                             help="upload the seeds as .md, as .txt, or both (one KB each)")
         parser.add_argument("--half", choices=[*HALVES, *HALF_GROUPS], default="both",
-                            help="which set: a half, a later tuning set (tune-2 to tune-4), both halves (default) or all")
+                            help="which set: a half, a later tuning set (tune-2 to tune-5), both halves (default) or all")
         parser.add_argument("--set", dest="sets", type=Path, action="append", metavar="FILE",
                             help="score this golden file instead of the dev set's halves (repeatable)")
         parser.add_argument("--embedder", metavar="NAME",
