@@ -150,8 +150,6 @@ class PartFound:
 # Agents that cut a compound question into sub-questions or tasks of their own and report
 # what each found (worker output "parts_found"); the others get one worker per part.
 SELF_SPLITTING_AGENTS = frozenset({"deep_research_agent", "plan_execute_agent"})
-# Workers whose one query is one search, not a loop of model or tool calls.
-SEARCHING_AGENTS = frozenset({"naive_rag_agent", "hybrid_agent", "graph_agent"})
 
 
 @dataclass
@@ -175,8 +173,7 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str], parts: Seque
     """
     auto = agent_type in ("", "auto")
     if len(parts) >= 2 and agent_type not in SELF_SPLITTING_AGENTS:
-        whole = queries[0] if queries else ""
-        return [_part_spec(kb_slug, auto_agent(part) if auto else agent_type, part, whole) for part in parts]
+        return [RagRunSpec(kb_slug, auto_agent(part) if auto else agent_type, (part,), part=part) for part in parts]
     chosen = agent_type
     if auto:
         chosen = auto_agent(queries[0]) if queries else DEFAULT_AGENT
@@ -185,15 +182,6 @@ def plan_for(kb_slug: str, agent_type: str, queries: Sequence[str], parts: Seque
         # would only repeat that work.
         queries = list(queries)[:1]
     return [RagRunSpec(kb_slug, chosen, tuple(queries))]
-
-
-def _part_spec(kb_slug: str, agent_type: str, part: str, whole: str) -> RagRunSpec:
-    """The worker for one part of a compound question. A searcher looks for the part and, after
-    its passages, for the whole question: a part may leave its subject to the other ("After how
-    many turns is the chat memory summarised, and what share is kept word for word?"), which the
-    whole still names. Agents that run their own loop get the part alone (each query is a run)."""
-    queries = (part, whole) if whole and whole != part and agent_type in SEARCHING_AGENTS else (part,)
-    return RagRunSpec(kb_slug, agent_type, queries, part=part)
 
 
 def run_plan(

