@@ -84,7 +84,7 @@ _NAMES_SEVERAL = re.compile(r"[、,，;；/+→和与及]|\b(?:and|or)\b", re.IG
 _ASKS_AMOUNT = re.compile(
     r"多少|(?<!哪)几[个条种次轮层步项类路级秒天周]|多大|多长|多久|\bhow (?:many|much|big|large|long|often)\b"
     r"|\bwhat (?:number|percentage)\b|\bin (?:seconds|milliseconds|minutes|bytes|tokens|characters)\b"
-    r"|\b(?:vector|embedding) dimensions?\b|向量维度|维数",
+    r"|\b(?:vector|embedding) dimensions?\b|向量维度|维数|\bnumber of\b",
     re.IGNORECASE,
 )
 # Asks which port ("默认跑在哪个端口上？", "Which host port does … publish?") or a vector's dimension
@@ -92,7 +92,21 @@ _ASKS_AMOUNT = re.compile(
 # (a weight of 1.0 beside the word 向量 is no dimension).
 _ASKS_PORT = re.compile(r"端口|\bports?\b", re.IGNORECASE)
 _ASKS_DIMENSION = re.compile(r"\b(?:vector|embedding) dimensions?\b|向量维度|维数", re.IGNORECASE)
-_FEW_DIGITS = re.compile(r"(?<![\d.])\d{2,5}(?![\d.])")
+# Standing alone: not the "122" of "Qwen3.5-122B", nor the "35" of "35%".
+_FEW_DIGITS = re.compile(r"(?<![A-Za-z0-9_.])\d{2,5}(?![A-Za-z0-9_.%])")
+# Asks a rate or a share ("关键词通过率是多少？", "采样率设成多少", "what percentage…"): a percentage,
+# a fraction, a ratio or a share in words answers it, not a count ("20 题").
+_ASKS_RATE = re.compile(
+    r"[率比](?:是|为|设成|设为|有)?多少|占比|百分比|\bwhat (?:percentage|share|fraction|ratio)\b"
+    r"|\b(?:pass|hit|error|failure|sampling|compression) (?:rate|ratio)\b",
+    re.IGNORECASE,
+)
+_HOLDS_RATE = re.compile(
+    # A run of digits is read from its first digit only, and whole (possessive).
+    r"(?<!\d)\d++(?:\.\d++)?+\s*+%|百分之|(?<![\d.])[01]?\.\d++(?![\d.])|(?<!\d)\d++\s*+[:：]\s*+\d"
+    r"|[一二三四五六七八九]成|一半|\bhalf\b",
+    re.IGNORECASE,
+)
 # Any word that asks: a clause without one is not a part of the question to answer.
 _ASKS_SOMETHING = re.compile(
     r"什么|哪|怎|如何|多少|多大|多长|多久|几|吗|是否|为何|为什么"
@@ -259,6 +273,8 @@ def _lacks_fact(question: str, quotes: Sequence[Quoted]) -> str:
         return "the question asks for a port and the quotes hold none"
     if _ASKS_DIMENSION.search(question) and not _FEW_DIGITS.search(new_text):
         return "the question asks for a vector's dimension and the quotes hold none"
+    if _ASKS_RATE.search(question) and not _HOLDS_RATE.search(new_text):
+        return "the question asks for a rate and the quotes hold none"
     return ""
 
 

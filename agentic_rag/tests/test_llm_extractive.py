@@ -193,6 +193,27 @@ def test_a_vector_dimension_is_a_whole_number_not_a_weight():
     assert not lacks_fact("What embedding vector dimension do the parent collections use?", [Quoted("dense 向量：dim=1024")])
 
 
+def test_a_port_stands_alone_not_inside_a_model_name_or_a_percentage():
+    stack = [Quoted("技术栈: FastAPI + Milvus(向量数据库) + Redis + 蜀天云 Qwen3.5-122B，余弦占 35%")]
+    assert lacks_fact("Which port does the Milvus vector database listen on?", stack)
+    assert not lacks_fact("Which port does the backend listen on?", [Quoted("Route Handler → FastAPI (:5050)")])
+    assert not lacks_fact("向量维度是多少？", [Quoted("embedding 维度：1024维")])
+
+
+def test_the_number_of_something_asks_for_a_number():
+    question = "What is the maximum number of tool calls per request?"
+    assert lacks_fact(question, [Quoted("Tool 调用策略: 是否需要限制单次请求的最大 tool calls 次数？")])
+    assert not lacks_fact(question, [Quoted("单次请求最多 10 次 tool calls")])
+
+
+def test_a_rate_asked_for_needs_a_percentage_a_fraction_or_a_ratio_not_a_count():
+    golden = [Quoted("Golden Dataset (20 题, 16 类目): 关键词匹配")]
+    assert lacks_fact("最近一次 Golden Dataset 评估的关键词通过率是多少？", golden)
+    assert not lacks_fact("最近一次 Golden Dataset 评估的关键词通过率是多少？", [Quoted("关键词通过率 85%")])
+    assert not lacks_fact("trace 的采样率设成多少？", [Quoted("采样率：0.1")])
+    assert not lacks_fact("What compression ratio does the summary reach?", [Quoted("LLM 异步摘要 (10:1 压缩比)")])
+
+
 def test_a_names_release_is_not_the_amount_a_question_asks_for():
     version = [Quoted("组件：图谱，选型：networkx 3.6，理由：内存图操作 + 社区检测")]
     assert lacks_fact("社区检测算法的分辨率参数设为多少？", version)
