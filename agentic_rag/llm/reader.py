@@ -314,6 +314,8 @@ class _Located:
     # A row whose first cell is the number the question asks by ordinal ("第 7 个节点" → 序号 7):
     # the question's words are in its header and section, the row is what was asked.
     numbered: bool = False
+    # For a lead-in: the terms of the list, table or code block it introduces.
+    block: frozenset[str] = frozenset()
 
 
 def read(
@@ -447,7 +449,21 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
             before = terms
             if _declares_name(unit.text):
                 declared = terms
-    return located
+    return _with_block_terms(located)
+
+
+def _with_block_terms(located: list[_Located]) -> list[_Located]:
+    """located, each lead-in given the terms of the block it introduces (the units after it
+    in its passage that share its block)."""
+    held: dict[tuple[int, int], set[str]] = {}
+    for item in located:
+        if item.unit.block >= 0 and not item.unit.is_lead_in:
+            held.setdefault((id(item.passage), item.unit.block), set()).update(item.terms)
+    return [
+        dataclasses.replace(item, block=frozenset(held.get((id(item.passage), item.unit.block), ())))
+        if item.unit.is_lead_in and item.unit.block >= 0 else item
+        for item in located
+    ]
 
 
 # "第 7 个节点是什么", "the 3rd stage", "step 2": the row numbered so in a table's first column
@@ -494,13 +510,18 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     if not item.unit.is_answer or _is_contents(item.passage.section):
         return _Scored(item.passage, item.unit, item.terms, 0.0, 0.0)
     untranslated = UNTRANSLATED_SHARE if asked.language == "zh" and not has_cjk(item.unit.text) else 1.0
+    # For a question asking a list, a lead-in and the list, table or code block it introduces
+    # read as one unit: "事件会被…归一化为稳定结构：" says what {"status":"start"}, {"status":
+    # "progress"}… below it are. An example it introduces illustrates it and lists nothing.
+    lists = "list" in asked.types and not _INTRODUCES_EXAMPLE.search(item.unit.text)
+    said = item.terms | item.block if lists else item.terms
     coverage = max(
-        _coverage(q, item.terms, item.section, asked.weights, _section_share(q, item, asked), untranslated)
+        _coverage(q, said, item.section, asked.weights, _section_share(q, item, asked), untranslated)
         for q in asked.variants
     )
     # A sentence continues the one before it: "…与向量两路混合。默认 RRF 融合（向量 0.7 / BM25 0.3）"
     # answers "混合检索的权重" with its second sentence, which names neither.
-    context = max(_coverage(q, item.before - item.terms, frozenset(), asked.weights) for q in asked.variants)
+    context = max(_coverage(q, item.before - said, frozenset(), asked.weights) for q in asked.variants)
     coverage = min(1.0, coverage + CONTEXT_SHARE * context)
     meaning = _meaning(asked, item.unit.text)
     if meaning and _language_of(item.unit.text, asked) != asked.language:
@@ -522,6 +543,8 @@ def _score(asked: _Asked, item: _Located) -> _Scored:
     return _Scored(item.passage, item.unit, item.terms, score, coverage, item.keyed)
 
 
+# "Milvus 过滤表达式示例:" introduces an illustration, not the items a list question asks for.
+_INTRODUCES_EXAMPLE = re.compile(r"示例|例如|举例|样例|\bexamples?\b|\be\.g\.", re.IGNORECASE)
 # A table of contents lists the document's headings: none of its lines answers anything.
 _CONTENTS = re.compile(r"^(?:目\s*录|contents|table of contents|toc)$", re.IGNORECASE)
 

@@ -590,6 +590,34 @@ def test_a_list_question_is_answered_by_the_lead_in_of_the_table_it_names():
     assert "字段：index，说明：章节编号" in picks and not any("用户标识" in text for text in picks)
 
 
+def test_a_lead_in_and_the_code_block_it_introduces_read_as_one_unit_for_a_list_question():
+    events = ("4.2 流式", "事件会被 stream_events.py:normalize_stream_event() 归一化为稳定结构，供 React 消费：\n"
+              "```\n{\"status\":\"start\"}\n{\"status\":\"progress\",\"content\":{}}\n{\"status\":\"token\"}\n"
+              "{\"status\":\"done\"}\n```")
+    server = ("2.1 服务层", "server 层产出事件后再经 SSE 输出，前端按事件类型渲染")
+
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", events[1], 0, events[0]), Passage("2", server[1], 1, server[0])]
+    picks = [pick.unit.text for pick in read("SSE 流式事件经过归一化后，status 字段有哪些取值？", passages, tokenize=analyze).picks]
+
+    assert picks[0].startswith("事件会被") and '{"status":"done"}' in picks
+
+
+def test_an_example_a_lead_in_introduces_is_no_list_of_what_is_asked():
+    example = ("10.2 过滤", "Milvus 过滤表达式示例:\n```\nplan_type == '桥梁' and chapter_level_1 == '施工部署'\n```")
+    collections = ("10.1 集合结构", "集合名 | 粒度 | 用途\n--- | --- | ---\nt_kngs_construction_plan_child | 子文档 | 精确定位\n"
+                   "t_kngs_construction_plan_parent | 父文档 | 主要内容存储")
+
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", example[1], 0, example[0]), Passage("2", collections[1], 1, collections[0])]
+    picks = [pick.unit.text for pick in read("What are the Milvus collections for construction plans called?", passages,
+                                             tokenize=analyze).picks]
+
+    assert picks[0].startswith("集合名：t_kngs_construction_plan_child") and not any("示例" in text for text in picks)
+
+
 def test_a_table_of_contents_is_never_quoted():
     contents = ("目录", "- 1. 迁移目标\n- 2. 核心架构原则\n  - 2.1 设计原则与分层")
     principles = ("1.3 四层模块分层", "设计原则:\n1. 单向依赖: 上层只依赖下层\n2. 接口隔离: 层间通过接口通信")
