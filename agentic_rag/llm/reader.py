@@ -167,6 +167,7 @@ _LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_.-]{2,60}+")
 _NAME_AND_VERSION = re.compile(r"([a-z]{3,})\d+")
 MAX_TABLE_ROWS = 6
 MAX_BLOCK_ITEMS = 6  # of a list, table or code block, quoted after the lead-in that introduces it
+GLOSSARY_ROW = 0.5  # what a glossary row counts for when the question asks no definition
 KEYED_ROW = 1.5  # how much more a row or key-value line counts when its key names the question's subject
 MAX_LEAD_IN_CHARS = 40  # a section title longer than this is a sentence, not a name
 CONTEXT_SHARE = 0.4  # how much of the previous unit's coverage a unit inherits
@@ -431,6 +432,7 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
     names = _names_in(question)
     ordinals = _ordinals_in(question)
     titles = _telling_title_terms(passages, tokenize)
+    asks_definition = bool(_ASKS_DEFINITION.search(question))
     for passage in passages:
         # The document's name and title frame every section in it: "confidence below 0.65 becomes
         # clarify" in 12-document-chat.md answers "文档对话的意图置信度…" (document chat), not the chat's.
@@ -442,6 +444,7 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
             terms = frozenset(tokenize(unit.text))
             numbered = unit.kind == "row" and unit.key.strip() in ordinals
             keyed = bool(unit.key) and (names(unit.key) or numbered) or bool(unit.name) and names(unit.name)
+            keyed = keyed and not (_GLOSSARY_ROW.match(unit.text) and not asks_definition)
             # A comment heading a group of fields ("# Agent 特有字段") is in the class declared
             # above it, as much as the group before it is: both read with that line.
             context = declared if declared and unit.is_lead_in and unit.text.startswith(("#", "//")) else before
@@ -466,6 +469,13 @@ def _with_block_terms(located: list[_Located]) -> list[_Located]:
     ]
 
 
+# A glossary's row ("术语：SSE，说明：Server-Sent Events…") says what its term means: it is the
+# fact asked only when the question asks what the term is, not whenever it names the term.
+_GLOSSARY_ROW = re.compile(r"(?:术语|名词|缩写|term|glossary)[:：]", re.IGNORECASE)
+_ASKS_DEFINITION = re.compile(
+    r"是什么|什么是|指什么|含义|意思|全称|\bwhat (?:is|are) (?:an? |the )?[\w-]+\s*\??$|\bstands? for\b|\bmeans?\b|\bdefin",
+    re.IGNORECASE,
+)
 # "第 7 个节点是什么", "the 3rd stage", "step 2": the row numbered so in a table's first column
 # (序号 7) is the one asked about, though a lone digit is too short a name to match otherwise.
 _ORDINAL = re.compile(r"第\s*(\d+)|\b(\d+)(?:st|nd|rd|th)\b|\b(?:step|stage|node|row|item|no\.?|number)\s*#?(\d+)\b", re.IGNORECASE)
@@ -614,6 +624,8 @@ def _fitness(asked: _Asked, item: _Located, introduces_list: bool = False) -> fl
         factor *= 0.3  # a question in the sources is not an answer
     if item.keyed:
         factor *= KEYED_ROW
+    if _GLOSSARY_ROW.match(unit.text) and not _ASKS_DEFINITION.search(asked.text):
+        factor *= GLOSSARY_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
     if asked.declared(unit):

@@ -618,6 +618,21 @@ def test_an_example_a_lead_in_introduces_is_no_list_of_what_is_asked():
     assert picks[0].startswith("集合名：t_kngs_construction_plan_child") and not any("示例" in text for text in picks)
 
 
+def test_a_glossary_row_answers_what_its_term_is_not_every_question_naming_the_term():
+    glossary = ("附录 术语表", "术语 | 说明\n--- | ---\nSSE | Server-Sent Events，服务器推送事件\nGraph | 图结构，用于编排流程")
+    stream = ("5.3 流式输出", "SSE 输出层：发送 start/done，心跳帧 : ping，客户端忽略即可")
+
+    from knowledge.analysis import analyze
+
+    passages = [Passage("1", glossary[1], 0, glossary[0]), Passage("2", stream[1], 1, stream[0])]
+
+    def picks(question: str) -> list[str]:
+        return [pick.unit.text for pick in read(question, passages, tokenize=analyze).picks]
+
+    assert any("ping" in text for text in picks("What heartbeat frame does the server send over SSE?"))
+    assert picks("SSE 是什么？")[0].startswith("术语：SSE")
+
+
 def test_a_table_of_contents_is_never_quoted():
     contents = ("目录", "- 1. 迁移目标\n- 2. 核心架构原则\n  - 2.1 设计原则与分层")
     principles = ("1.3 四层模块分层", "设计原则:\n1. 单向依赖: 上层只依赖下层\n2. 接口隔离: 层间通过接口通信")
