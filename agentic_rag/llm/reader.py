@@ -317,6 +317,8 @@ class _Located:
     numbered: bool = False
     # For a lead-in: the terms of the list, table or code block it introduces.
     block: frozenset[str] = frozenset()
+    # A glossary's row (_GLOSSARY_ROW) when the question does not ask what its term is.
+    glossary_aside: bool = False
 
 
 def read(
@@ -443,12 +445,15 @@ def _locate(passages: Sequence[Passage], tokenize: Tokenize, question: str = "")
         for unit in split_units(passage.text):
             terms = frozenset(tokenize(unit.text))
             numbered = unit.kind == "row" and unit.key.strip() in ordinals
-            keyed = bool(unit.key) and (names(unit.key) or numbered) or bool(unit.name) and names(unit.name)
-            keyed = keyed and not (_GLOSSARY_ROW.match(unit.text) and not asks_definition)
+            aside = not asks_definition and bool(_GLOSSARY_ROW.match(unit.text))
+            named = bool(unit.key) and (names(unit.key) or numbered) or bool(unit.name) and names(unit.name)
+            keyed = named and not aside
             # A comment heading a group of fields ("# Agent 特有字段") is in the class declared
             # above it, as much as the group before it is: both read with that line.
             context = declared if declared and unit.is_lead_in and unit.text.startswith(("#", "//")) else before
-            located.append(_Located(passage, unit, terms, section, context, asks, keyed, numbered))
+            located.append(
+                _Located(passage, unit, terms, section, context, asks, keyed, numbered, glossary_aside=aside)
+            )
             before = terms
             if _declares_name(unit.text):
                 declared = terms
@@ -624,7 +629,7 @@ def _fitness(asked: _Asked, item: _Located, introduces_list: bool = False) -> fl
         factor *= 0.3  # a question in the sources is not an answer
     if item.keyed:
         factor *= KEYED_ROW
-    if _GLOSSARY_ROW.match(unit.text) and not _ASKS_DEFINITION.search(asked.text):
+    if item.glossary_aside:
         factor *= GLOSSARY_ROW
     if is_heading_of(unit.text, item.passage.section):
         factor *= 0.1  # a heading names what its section is about; the answer is in the section
